@@ -1,0 +1,154 @@
+"""Settings: constructor arguments > ``TIERMEM_*`` environment > ``<root>/tiermem.toml`` > defaults.
+
+Nothing is read at import time; :func:`load_settings` reads the environment and the file when a
+``Memory`` (or the CLI) opens a root.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from tiermem.errors import ConfigError
+
+CONFIG_FILE = "tiermem.toml"
+ENV_PREFIX = "TIERMEM_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of tiermem. Immutable; derive a changed copy with ``dataclasses.replace``."""
+
+    enabled: bool = True
+    llm: str = "none"
+    llm_base_url: str | None = None
+    embedder: str = "local"
+    embedder_base_url: str | None = None
+    provider_timeout_seconds: float = 60.0
+    provider_max_retries: int = 3
+    debounce_seconds: float = 30.0
+    update_delay_seconds: float = 0.5
+    queue_max_attempts: int = 5
+    fact_confidence_threshold: float = 0.5
+    max_facts: int = 500
+    max_injection_tokens: int = 2000
+    daily_retention_days: int = 90
+    timezone: str | None = None
+    session_max_tokens: int = 8000
+    max_live_sessions: int = 256
+    redact_secrets: bool = True
+    dream_schedule: str | None = "03:00"
+    dream_lookback_days: int = 2
+    search_keyword_weight: float = 1.0
+    search_vector_weight: float = 1.0
+    search_recency_half_life_days: float | None = None
+    search_mmr_lambda: float | None = None
+
+    def tz(self) -> tzinfo:
+        """The configured time zone, or the system's local zone."""
+        if self.timezone:
+            try:
+                return ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ConfigError(f"unknown timezone {self.timezone!r}") from exc
+        local = datetime.now().astimezone().tzinfo
+        assert local is not None
+        return local
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Convert ``value`` (maybe a string from the environment) to the field's type."""
+    kind = str(_FIELDS[name].type)
+    optional = "None" in kind
+    if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("", "none", "off")):
+        if optional:
+            return None
+        raise ConfigError(f"{name} ({source}) must not be empty")
+    try:
+        if kind.startswith("bool"):
+            if isinstance(value, str):
+                lowered = value.strip().lower()
+                if lowered not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(value)
+                return lowered in ("1", "true", "yes", "on")
+            if not isinstance(value, bool):
+                raise ValueError(value)
+            return value
+        if kind.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if kind.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            result = float(value)
+            if math.isnan(result) or math.isinf(result):
+                raise ValueError(value)
+            return result
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value
+    except ValueError as exc:
+        raise ConfigError(f"{name} ({source}): {value!r} is not a valid {kind}") from exc
+
+
+def _check(settings: Settings) -> Settings:
+    if not 0.0 <= settings.fact_confidence_threshold <= 1.0:
+        raise ConfigError("fact_confidence_threshold must be within [0, 1]")
+    for name in ("max_facts", "max_injection_tokens", "max_live_sessions", "session_max_tokens",
+                 "daily_retention_days", "queue_max_attempts", "dream_lookback_days"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"{name} must be at least 1")
+    for name in ("debounce_seconds", "update_delay_seconds", "provider_timeout_seconds"):
+        if getattr(settings, name) < 0:
+            raise ConfigError(f"{name} must not be negative")
+    settings.tz()  # fail early on an unknown zone
+    return settings
+
+
+def read_file(root: Path) -> dict[str, Any]:
+    """The ``[tiermem]`` table (or top level) of ``<root>/tiermem.toml``; ``{}`` if absent."""
+    path = root / CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    table = data.get("tiermem", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tiermem] must be a table")
+    return table
+
+
+def load_settings(
+    root: Path,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge defaults, the config file, the environment and ``overrides`` (``None`` = not given)."""
+    env = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        (str(root / CONFIG_FILE), read_file(root)),
+        ("environment", {k[len(ENV_PREFIX):].lower(): v for k, v in env.items() if k.startswith(ENV_PREFIX)}),
+        ("arguments", {k: v for k, v in (overrides or {}).items() if v is not None}),
+    ]
+    for source, layer in layers:
+        for key, value in layer.items():
+            if key not in _FIELDS:
+                if source == "environment":
+                    continue  # TIERMEM_HOME, TIERMEM_USER ... belong to the CLI
+                raise ConfigError(f"unknown setting {key!r} ({source})")
+            merged[key] = _coerce(key, value, source)
+    return _check(Settings(**merged))

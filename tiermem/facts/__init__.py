@@ -1,0 +1,1 @@
+"""The Core tier's fact store and the injection text built from it."""

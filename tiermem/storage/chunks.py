@@ -1,0 +1,105 @@
+"""SQL for the searchable pieces of the Markdown tiers (``MEMORY.md`` bullets, daily records).
+
+A file is indexed as a list of chunks with line ranges, so hits can cite
+``memory/2026-03-14.md#L12-L14``. ``indexed_files`` remembers each file's hash, so a file edited
+by hand (even while no process ran) is noticed and re-indexed. Files belong to a user; their rows
+carry ``agent_name = '*'`` (all agents of the user share them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tiermem.storage.db import Database
+
+SHARED_AGENT = "*"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One searchable piece of a Markdown file (lines are 1-based, inclusive)."""
+
+    tier: str  # "core" | "daily"
+    path: str  # relative to the memory root, with forward slashes
+    line_start: int
+    line_end: int
+    text: str
+    day: str | None = None  # YYYY-MM-DD for daily chunks
+
+    @property
+    def ref(self) -> str:
+        return f"{self.path}#L{self.line_start}-L{self.line_end}"
+
+
+ChunkListener = Callable[[str, list[int]], None]  # ("added" | "deleted", chunk row ids)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ChunkRepository:
+    """Chunks and file hashes of every user in one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.listeners: list[ChunkListener] = []
+
+    def file_hash(self, user_id: str, path: str) -> str | None:
+        row = self.db.conn.execute(
+            "SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?", (user_id, path)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def indexed_paths(self, user_id: str) -> list[str]:
+        rows = self.db.conn.execute("SELECT path FROM indexed_files WHERE user_id = ? ORDER BY path", (user_id,))
+        return [str(r[0]) for r in rows]
+
+    def replace_file(self, user_id: str, path: str, file_sha256: str, chunks: Sequence[Chunk]) -> list[int]:
+        """Make ``chunks`` the whole index of ``path`` (atomic); returns the new row ids."""
+        with self.db.transaction() as conn:
+            old = [int(r[0]) for r in conn.execute(
+                "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
+            conn.execute("DELETE FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))
+            new: list[int] = []
+            for c in chunks:
+                cur = conn.execute(
+                    "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
+                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day,
+                     content_hash(c.text)),
+                )
+                new.append(int(cur.lastrowid or 0))
+            conn.execute(
+                "INSERT INTO indexed_files (user_id, path, sha256) VALUES (?, ?, ?)"
+                " ON CONFLICT (user_id, path) DO UPDATE SET sha256 = excluded.sha256",
+                (user_id, path, file_sha256),
+            )
+        for listener in list(self.listeners):
+            if old:
+                listener("deleted", old)
+            if new:
+                listener("added", new)
+        return new
+
+    def forget_file(self, user_id: str, path: str) -> None:
+        """Drop a file that no longer exists from the index."""
+        with self.db.transaction() as conn:
+            old = [int(r[0]) for r in conn.execute(
+                "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
+            conn.execute("DELETE FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))
+            conn.execute("DELETE FROM indexed_files WHERE user_id = ? AND path = ?", (user_id, path))
+        for listener in list(self.listeners):
+            if old:
+                listener("deleted", old)
+
+    def chunks(self, user_id: str, path: str | None = None) -> list[Chunk]:
+        sql = "SELECT tier, path, line_start, line_end, text, day FROM chunks WHERE user_id = ?"
+        args: list[str] = [user_id]
+        if path is not None:
+            sql += " AND path = ?"
+            args.append(path)
+        rows = self.db.conn.execute(sql + " ORDER BY path, line_start", args)
+        return [Chunk(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]

@@ -1,0 +1,196 @@
+"""SQL for facts, their audit history, tombstones and the per-scope summaries.
+
+Methods run on the calling thread's connection; wrap read-check-write sequences in
+``repo.atomic()`` so they hold the write lock (see :class:`~tiermem.storage.db.Database`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tiermem.clock import parse_utc, utc_iso
+from tiermem.storage.db import Database
+from tiermem.types import AuditEntry, Fact, Scope
+
+_FACT_COLUMNS = "id, user_id, agent_name, content, category, confidence, created_at, updated_at, source"
+
+
+def _fact(row: sqlite3.Row) -> Fact:
+    return Fact(
+        id=row["id"],
+        content=row["content"],
+        category=row["category"],
+        confidence=row["confidence"],
+        created_at=parse_utc(row["created_at"]),
+        updated_at=parse_utc(row["updated_at"]),
+        source=row["source"],
+        user_id=row["user_id"],
+        agent_name=row["agent_name"],
+    )
+
+
+class FactRepository:
+    """Facts, audit, tombstones and summaries of every scope in one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        with self.db.transaction():
+            yield
+
+    # --- facts -----------------------------------------------------------------------------
+    def insert(self, fact: Fact, norm: str) -> bool:
+        """Insert; ``False`` if the id is taken (the caller draws another)."""
+        try:
+            self.db.conn.execute(
+                f"INSERT INTO facts ({_FACT_COLUMNS}, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (fact.id, fact.user_id, fact.agent_name, fact.content, fact.category, fact.confidence,
+                 utc_iso(fact.created_at), utc_iso(fact.updated_at), fact.source, norm),
+            )
+        except sqlite3.IntegrityError:
+            if self.id_exists(fact.id):
+                return False
+            raise
+        return True
+
+    def id_exists(self, fact_id: str) -> bool:
+        return self.db.conn.execute("SELECT 1 FROM facts WHERE id = ?", (fact_id,)).fetchone() is not None
+
+    def get(self, scope: Scope, fact_id: str) -> Fact | None:
+        row = self.db.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE id = ? AND user_id = ? AND agent_name = ?",
+            (fact_id, scope.user_id, scope.agent_name),
+        ).fetchone()
+        return _fact(row) if row else None
+
+    def get_any(self, fact_id: str) -> Fact | None:
+        """A fact by id in whatever scope (import conflicts)."""
+        row = self.db.conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
+        return _fact(row) if row else None
+
+    def find_by_norm(self, scope: Scope, norm: str) -> Fact | None:
+        row = self.db.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? AND agent_name = ? AND norm = ?",
+            (scope.user_id, scope.agent_name, norm),
+        ).fetchone()
+        return _fact(row) if row else None
+
+    def list(self, scope: Scope, category: str | None = None) -> list[Fact]:
+        sql = f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? AND agent_name = ?"
+        args: list[Any] = [scope.user_id, scope.agent_name]
+        if category is not None:
+            sql += " AND category = ?"
+            args.append(category)
+        sql += " ORDER BY confidence DESC, created_at ASC, id ASC"
+        return [_fact(row) for row in self.db.conn.execute(sql, args)]
+
+    def count(self, scope: Scope) -> int:
+        row = self.db.conn.execute(
+            "SELECT COUNT(*) FROM facts WHERE user_id = ? AND agent_name = ?", (scope.user_id, scope.agent_name)
+        ).fetchone()
+        return int(row[0])
+
+    def lowest(self, scope: Scope) -> Fact | None:
+        """The eviction candidate: lowest confidence, oldest first on ties."""
+        row = self.db.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? AND agent_name = ?"
+            " ORDER BY confidence ASC, created_at ASC, id ASC LIMIT 1",
+            (scope.user_id, scope.agent_name),
+        ).fetchone()
+        return _fact(row) if row else None
+
+    def update(self, fact: Fact, norm: str) -> None:
+        self.db.conn.execute(
+            "UPDATE facts SET content = ?, norm = ?, category = ?, confidence = ?, updated_at = ?"
+            " WHERE id = ? AND user_id = ? AND agent_name = ?",
+            (fact.content, norm, fact.category, fact.confidence, utc_iso(fact.updated_at),
+             fact.id, fact.user_id, fact.agent_name),
+        )
+
+    def delete(self, scope: Scope, fact_id: str) -> bool:
+        cur = self.db.conn.execute(
+            "DELETE FROM facts WHERE id = ? AND user_id = ? AND agent_name = ?",
+            (fact_id, scope.user_id, scope.agent_name),
+        )
+        return cur.rowcount > 0
+
+    def scopes(self) -> builtins.list[Scope]:
+        rows = self.db.conn.execute("SELECT DISTINCT user_id, agent_name FROM facts ORDER BY 1, 2")
+        return [Scope(r[0], r[1]) for r in rows]
+
+    # --- audit -----------------------------------------------------------------------------
+    def audit(self, scope: Scope, entry: AuditEntry) -> None:
+        self.db.conn.execute(
+            "INSERT INTO audit (user_id, agent_name, at, action, fact_id, content, reason, source, run_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (scope.user_id, scope.agent_name, utc_iso(entry.at), entry.action, entry.fact_id,
+             entry.content, entry.reason, entry.source, entry.run_id),
+        )
+
+    def history(self, scope: Scope, limit: int | None = None, fact_id: str | None = None) -> builtins.list[AuditEntry]:
+        sql = "SELECT * FROM audit WHERE user_id = ? AND agent_name = ?"
+        args: list[Any] = [scope.user_id, scope.agent_name]
+        if fact_id is not None:
+            sql += " AND fact_id = ?"
+            args.append(fact_id)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self.db.conn.execute(sql, args).fetchall()
+        return [
+            AuditEntry(r["id"], parse_utc(r["at"]), r["action"], r["fact_id"], r["content"], r["reason"],
+                       r["source"], r["run_id"])
+            for r in reversed(rows)
+        ]
+
+    # --- tombstones ------------------------------------------------------------------------
+    def add_tombstone(self, scope: Scope, norm: str, content: str, reason: str, at: str) -> None:
+        self.db.conn.execute(
+            "INSERT INTO tombstones (user_id, agent_name, norm, content, reason, at) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_id, agent_name, norm) DO UPDATE SET reason = excluded.reason, at = excluded.at",
+            (scope.user_id, scope.agent_name, norm, content, reason, at),
+        )
+
+    def is_tombstoned(self, scope: Scope, norm: str) -> bool:
+        row = self.db.conn.execute(
+            "SELECT 1 FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm = ?",
+            (scope.user_id, scope.agent_name, norm),
+        ).fetchone()
+        return row is not None
+
+    def remove_tombstone(self, scope: Scope, norm: str) -> None:
+        self.db.conn.execute(
+            "DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm = ?",
+            (scope.user_id, scope.agent_name, norm),
+        )
+
+    def tombstones(self, scope: Scope) -> builtins.list[dict[str, str]]:
+        rows = self.db.conn.execute(
+            "SELECT norm, content, reason, at FROM tombstones WHERE user_id = ? AND agent_name = ? ORDER BY at, norm",
+            (scope.user_id, scope.agent_name),
+        )
+        return [dict(r) for r in rows]
+
+    # --- summaries -------------------------------------------------------------------------
+    def summaries(self, scope: Scope) -> dict[str, tuple[str, str]]:
+        """``key -> (summary, updatedAt)``."""
+        rows = self.db.conn.execute(
+            "SELECT key, summary, updated_at FROM summaries WHERE user_id = ? AND agent_name = ?",
+            (scope.user_id, scope.agent_name),
+        )
+        return {r["key"]: (r["summary"], r["updated_at"]) for r in rows}
+
+    def set_summary(self, scope: Scope, key: str, summary: str, at: str) -> None:
+        self.db.conn.execute(
+            "INSERT INTO summaries (user_id, agent_name, key, summary, updated_at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_id, agent_name, key) DO UPDATE SET summary = excluded.summary,"
+            " updated_at = excluded.updated_at",
+            (scope.user_id, scope.agent_name, key, summary, at),
+        )

@@ -10,6 +10,7 @@ import logging
 import threading
 from functools import cached_property
 from pathlib import Path
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,45 @@ class Memory:
     def search(self, query: str, k: int = 10, category: str | None = None, tier: str | None = None,
                since: Any = None, until: Any = None, include_pending: bool = False) -> list[Any]:
         raise NotImplementedError("search arrives with the retrieval issue")
+
+    def stats(self) -> dict[str, Any]:
+        """What the scope holds; parts add their own figures through :attr:`stat_sources`."""
+        from collections import Counter
+
+        facts = self.facts.list()
+        data: dict[str, Any] = {
+            "root": str(self.root),
+            "user_id": self.scope.user_id,
+            "agent_name": self.scope.agent_name,
+            "facts": len(facts),
+            "facts_by_category": dict(sorted(Counter(f.category for f in facts).items())),
+        }
+        for source in self.stat_sources:
+            data.update(source())
+        return data
+
+    @cached_property
+    def stat_sources(self) -> list[Callable[[], dict[str, Any]]]:
+        """Callables adding entries to :meth:`stats` (queue, search index, ...)."""
+        return []
+
+    # --- export / import -------------------------------------------------------------------
+    def export(self) -> dict[str, Any]:
+        """Everything in the database (all scopes) as JSON-ready data (R69)."""
+        from tiermem.transfer import export_data
+
+        return export_data(self.db)
+
+    def import_(self, data: Any, replace: bool = False) -> dict[str, int]:
+        """Restore an :meth:`export` exactly (no dedup/threshold/cap); all or nothing."""
+        from tiermem.transfer import import_data
+
+        counts = import_data(self.db, data, replace)
+        self._after_import()
+        return counts
+
+    def _after_import(self) -> None:
+        """Hook for indexes that must catch up with rows written behind the fact store."""
 
     # --- life cycle ------------------------------------------------------------------------
     def close(self) -> None:

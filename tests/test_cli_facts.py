@@ -1,0 +1,64 @@
+"""The CLI's fact commands, JSON output and exit codes (0 ok, 1 error, 2 usage)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tiermem.cli.main import cli
+
+
+def run(root: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--root", str(root), *args], env={"TIERMEM_EMBEDDER": "hash"})
+    return result.exit_code, result.output
+
+
+def test_remember_list_show_edit_delete(tmp_path: Path) -> None:
+    code, out = run(tmp_path, "remember", "Prefers dark mode", "-c", "preference", "--confidence", "0.9", "--json")
+    assert code == 0
+    fact_id = json.loads(out)[0]["fact"]["id"]
+    code, out = run(tmp_path, "facts", "list", "--json")
+    assert code == 0 and [f["content"] for f in json.loads(out)] == ["Prefers dark mode"]
+    code, out = run(tmp_path, "facts", "edit", fact_id, "--confidence", "0.6", "--json")
+    assert code == 0 and json.loads(out)["confidence"] == 0.6
+    code, out = run(tmp_path, "facts", "show", fact_id, "--json")
+    assert code == 0 and [e["action"] for e in json.loads(out)["history"]] == ["added", "updated"]
+    code, out = run(tmp_path, "inject")
+    assert code == 0 and "- [preference | 0.60] Prefers dark mode" in out
+    code, _ = run(tmp_path, "facts", "delete", fact_id)
+    assert code == 0
+    code, out = run(tmp_path, "facts", "list", "--json")
+    assert json.loads(out) == []
+
+
+def test_errors_exit_1_with_one_line(tmp_path: Path) -> None:
+    code, out = run(tmp_path, "facts", "delete", "fact_00000000")
+    assert code == 1 and "no fact" in out and "Traceback" not in out
+    code, out = run(tmp_path, "remember", "x", "--confidence", "nan")
+    assert code == 1 and "confidence" in out
+    code, out = run(tmp_path, "--user", "../etc", "facts", "list")
+    assert code == 1 and "user_id" in out
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run(tmp_path, "remember")[0] == 2
+    assert run(tmp_path, "remember", "x", "-c", "opinion")[0] == 2
+    assert run(tmp_path, "facts", "edit", "fact_00000000")[0] == 2
+
+
+def test_export_import_round_trip(tmp_path: Path) -> None:
+    run(tmp_path / "a", "remember", "one", "two")
+    assert run(tmp_path / "a", "export", str(tmp_path / "dump.json"))[0] == 0
+    code, out = run(tmp_path / "b", "import", str(tmp_path / "dump.json"), "--json")
+    assert code == 0 and json.loads(out)["facts"] == 2
+    a = json.loads(run(tmp_path / "a", "facts", "list", "--json")[1])
+    b = json.loads(run(tmp_path / "b", "facts", "list", "--json")[1])
+    assert a == b and len(a) == 2
+
+
+def test_stats_json(tmp_path: Path) -> None:
+    run(tmp_path, "remember", "one", "-c", "goal")
+    code, out = run(tmp_path, "stats", "--json")
+    assert code == 0 and json.loads(out)["facts_by_category"] == {"goal": 1}

@@ -1,0 +1,1 @@
+"""The ``tiermem`` command line: each command translates arguments and errors into one library call."""

@@ -1,0 +1,23 @@
+"""Entry point of the ``tiermem`` console script: imports every command module, runs the group."""
+
+from __future__ import annotations
+
+import importlib
+
+from tiermem.cli.app import cli
+
+COMMAND_MODULES = (
+    "tiermem.cli.facts",
+    "tiermem.cli.store",
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module)
+
+
+def main() -> None:
+    cli(prog_name="tiermem")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""Rich tables for the CLI (one place for presentation)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from tiermem.clock import utc_iso
+from tiermem.types import AuditEntry, Fact
+
+console = Console(soft_wrap=False)
+
+
+def fact_table(facts: Sequence[Fact]) -> None:
+    if not facts:
+        console.print("[dim]no facts[/dim]")
+        return
+    table = Table(show_lines=False)
+    for column in ("id", "category", "conf.", "content", "updated"):
+        table.add_column(column, overflow="fold")
+    for f in facts:
+        table.add_row(f.id, f.category, f"{f.confidence:.2f}", f.content, utc_iso(f.updated_at)[:19] + "Z")
+    console.print(table)
+
+
+def history_table(entries: Sequence[AuditEntry]) -> None:
+    if not entries:
+        console.print("[dim]no history[/dim]")
+        return
+    table = Table()
+    for column in ("at", "action", "fact", "content", "reason"):
+        table.add_column(column, overflow="fold")
+    for e in entries:
+        table.add_row(utc_iso(e.at)[:19] + "Z", e.action, e.fact_id or "", (e.content or "")[:80], e.reason)
+    console.print(table)

@@ -128,6 +128,10 @@ class FakeClock:
             self._now = self._now + timedelta(seconds=seconds)
             return self._now
 
+    def sleep(self, seconds: float) -> None:
+        """Code that pauses through its clock (the update queue) moves fake time instead of waiting."""
+        self.advance(seconds)
+
     def set(self, moment: datetime) -> None:
         if moment.tzinfo is None:
             raise ValueError("FakeClock needs an aware datetime (with tzinfo)")

@@ -14,6 +14,7 @@ MAX_CONTENT_CHARS = 4000  # one fact; a fact is a sentence, not a document
 MAX_QUERY_CHARS = 4000
 MAX_MESSAGE_CHARS = 200_000
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+_JUNK_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")  # Cc but tab/CR/LF, Cs
 _FACT_ID_RE = re.compile(r"^fact_[0-9a-f]{8}$")
 
 
@@ -47,7 +48,7 @@ def text(value: Any, what: str, max_chars: int) -> str:
         raise InvalidInput(f"{what} must not be empty")
     if len(value) > max_chars:
         raise InvalidInput(f"{what} is {len(value)} characters; the limit is {max_chars}")
-    if any(unicodedata.category(c) in ("Cc", "Cs") and c not in "\t\n\r" for c in value):
+    if _JUNK_RE.search(value):
         raise InvalidInput(f"{what} contains control or binary characters")
     return stripped
 
@@ -97,3 +98,39 @@ def is_fact_id(value: str) -> bool:
 def normalise(content_text: str) -> str:
     """The dedup key of R16: casefold and fold runs of whitespace."""
     return " ".join(content_text.casefold().split())
+
+
+MAX_MESSAGES = 10_000
+
+
+def messages(value: Any) -> list[dict[str, Any]]:
+    """A conversation: a list of dicts with a string ``role`` and a string or block-list ``content``
+    (OpenAI or Anthropic shape). Text is checked for size and binary junk."""
+    if not isinstance(value, list):
+        raise InvalidInput(f"messages must be a list of dicts, got {type(value).__name__}")
+    if len(value) > MAX_MESSAGES:
+        raise InvalidInput(f"{len(value)} messages; the limit is {MAX_MESSAGES}")
+    for index, message in enumerate(value):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidInput(f"message {index} must be a dict with a string 'role'")
+        body = message.get("content")
+        if body is None and message.get("tool_calls"):
+            continue
+        if isinstance(body, list):
+            for block in body:
+                if not isinstance(block, dict):
+                    raise InvalidInput(f"message {index}: content blocks must be dicts")
+                if isinstance(block.get("text"), str):
+                    _message_text(block["text"], index)
+        elif isinstance(body, str):
+            _message_text(body, index)
+        else:
+            raise InvalidInput(f"message {index}: content must be a string or a list of blocks")
+    return value
+
+
+def _message_text(value: str, index: int) -> None:
+    if len(value) > MAX_MESSAGE_CHARS:
+        raise InvalidInput(f"message {index} is {len(value)} characters; the limit is {MAX_MESSAGE_CHARS}")
+    if _JUNK_RE.search(value):
+        raise InvalidInput(f"message {index} contains control or binary characters")

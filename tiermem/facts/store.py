@@ -51,6 +51,15 @@ class NewFact:
         return cls(validate.content(content), validate.category(category), validate.confidence(confidence), source)
 
 
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of one candidate: the stored fact, or ``None`` and the reason it was skipped."""
+
+    item: NewFact
+    fact: Fact | None
+    reason: str | None
+
+
 class FactStore:
     """The facts of one scope (user, agent) in a shared database."""
 
@@ -91,7 +100,13 @@ class FactStore:
         self, items: Iterable[NewFact], *, origin: Origin = "user", run_id: str | None = None
     ) -> list[Fact | None]:
         """Store several facts in one transaction; one result per item, in order."""
-        results: list[Fact | None] = []
+        return [a.fact for a in self.admit(items, origin=origin, run_id=run_id)]
+
+    def admit(
+        self, items: Iterable[NewFact], *, origin: Origin = "user", run_id: str | None = None
+    ) -> list[Admission]:
+        """Like :meth:`add_many`, but each result also says why an item was skipped."""
+        results: list[Admission] = []
         events: list[tuple[str, Fact]] = []
         with self.repo.atomic():
             for item in items:
@@ -99,13 +114,13 @@ class FactStore:
         self._notify(events)
         return results
 
-    def _admit(self, item: NewFact, origin: Origin, run_id: str | None, events: list[tuple[str, Fact]]) -> Fact | None:
+    def _admit(self, item: NewFact, origin: Origin, run_id: str | None, events: list[tuple[str, Fact]]) -> Admission:
         norm = validate.normalise(item.content)
         skip = self._skip_reason(item, norm, origin)
         if skip:
             log.info("fact skipped (%s): %r", skip, item.content[:120])
             self._audit("skipped", None, item.content, skip, item.source, run_id)
-            return None
+            return Admission(item, None, skip)
         if origin == "user":
             self.repo.remove_tombstone(self.scope, norm)  # a person may bring deleted content back
         while self.repo.count(self.scope) >= self.policy.max_facts:
@@ -117,7 +132,7 @@ class FactStore:
             fact = replace(fact, id=self._new_id())
         self._audit("added", fact.id, fact.content, f"{origin}, confidence {fact.confidence:.2f}", item.source, run_id)
         events.append(("added", fact))
-        return fact
+        return Admission(item, fact, None)
 
     def _skip_reason(self, item: NewFact, norm: str, origin: Origin) -> str | None:
         if item.confidence < self.policy.confidence_threshold:
@@ -211,6 +226,12 @@ class FactStore:
                source: str | None, run_id: str | None) -> None:
         entry = AuditEntry(0, self.clock.now(), action, fact_id, content, reason, source, run_id)
         self.repo.audit(self.scope, entry)
+
+    def record(self, action: str, content: str | None, reason: str, run_id: str | None = None,
+               source: str | None = None) -> None:
+        """Add an audit entry for something that did not touch a fact (e.g. an item an LLM reply
+        had that was dropped while parsing)."""
+        self._audit(action, None, content, reason, source, run_id)
 
     def history(self, limit: int | None = None, fact_id: str | None = None) -> builtins.list[AuditEntry]:
         """The audit trail of this scope, oldest first (the last ``limit`` entries)."""

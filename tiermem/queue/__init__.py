@@ -1,0 +1,1 @@
+"""The debounced, durable update queue (R28-R35)."""

@@ -1,0 +1,260 @@
+"""``mem.queue``: debounced, durable background processing of conversation updates.
+
+``add`` commits the item to the SQLite outbox before it returns (R34) and resets the queue's one
+debounce timer (R29). A daemon thread (R31) processes due items one after another with a pause
+between them (R32); each item's work (LLM calls) runs in a ``ThreadPoolExecutor(max_workers=4)``
+so the agent never waits. Failures keep the item with its error and retry with backoff; after
+``max_attempts`` the item is dead-lettered until ``retry_dead()``. Time comes from the injected
+clock; a clock with a ``sleep(seconds)`` method (``FakeClock``) also provides the pauses.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from tiermem import validate
+from tiermem.clock import Clock
+from tiermem.storage.outbox import OutboxItem, OutboxRepository
+from tiermem.types import Scope
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[OutboxItem], object]
+Preparer = Callable[[Any], list[dict[str, Any]]]
+_POLL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    enabled: bool = True
+    debounce_seconds: float = 30.0
+    update_delay_seconds: float = 0.5
+    max_attempts: int = 5
+    backoff_base_seconds: float = 10.0
+    backoff_max_seconds: float = 3600.0
+
+
+class UpdateQueue:
+    """The queue of one Memory (it serves any scope; items carry their own)."""
+
+    def __init__(self, outbox: OutboxRepository, processor: Processor, prepare: Preparer, clock: Clock,
+                 policy: QueuePolicy, default_scope: Scope) -> None:
+        self.outbox = outbox
+        self.processor = processor
+        self.prepare = prepare
+        self.clock = clock
+        self.policy = policy
+        self.default_scope = default_scope
+        self._cond = threading.Condition()
+        self._work_lock = threading.Lock()  # one drain at a time (worker thread or flush)
+        self._due_at: datetime | None = None
+        self._nowait = False
+        self._busy = False
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.calls = 0
+        ref = weakref.ref(self)
+        atexit.register(lambda: (q := ref()) and q.close(timeout=10.0))
+
+    # --- the agent's side --------------------------------------------------------------
+    def add(self, thread_id: str, messages: Any, user_id: str | None = None, agent_name: str | None = None) -> None:
+        """Queue the thread so far; committed before return; resets the debounce timer."""
+        if not self.policy.enabled:
+            return
+        self._put(thread_id, messages, user_id, agent_name)
+        with self._cond:
+            self._due_at = self.clock.now() + timedelta(seconds=self.policy.debounce_seconds)
+            self._cond.notify_all()
+        self._ensure_thread()
+
+    def add_nowait(self, thread_id: str, messages: Any, user_id: str | None = None,
+                   agent_name: str | None = None) -> None:
+        """Queue and start processing at once in the background thread."""
+        if not self.policy.enabled:
+            return
+        self._put(thread_id, messages, user_id, agent_name)
+        self.wake(now=True)
+
+    def _put(self, thread_id: str, messages: Any, user_id: str | None, agent_name: str | None) -> None:
+        scope = Scope(validate.name(user_id, "user_id") if user_id is not None else self.default_scope.user_id,
+                      validate.name(agent_name, "agent_name") if agent_name is not None
+                      else self.default_scope.agent_name)
+        prepared = self.prepare(messages)
+        self.outbox.put(validate.thread_id(thread_id), scope, prepared, self.clock.now())
+
+    # --- processing ----------------------------------------------------------------------
+    def wake(self, now: bool = False) -> None:
+        """Re-check the timer (after a clock change); ``now=True`` processes at once."""
+        with self._cond:
+            if now:
+                self._nowait = True
+            self._cond.notify_all()
+        self._ensure_thread()
+
+    def process_due(self) -> int:
+        """Process what is due now (debounce elapsed, or add_nowait); returns items handled."""
+        with self._cond:
+            due = self._nowait or (self._due_at is not None and self.clock.now() >= self._due_at)
+            if not due:
+                return 0
+            self._due_at, self._nowait = None, False
+        return self._drain(ignore_backoff=False)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Process every pending item now (shutdown). True if nothing is left pending."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._drain(ignore_backoff=True, deadline=deadline)
+        return not self.outbox.items("pending") and not self.outbox.items("processing")
+
+    def _drain(self, ignore_backoff: bool, deadline: float | None = None) -> int:
+        handled = 0
+        with self._work_lock:
+            self._set_busy(True)
+            try:
+                self.outbox.recover()
+                seen: set[int] = set()
+                while deadline is None or time.monotonic() < deadline:
+                    item = self.outbox.claim(self.clock.now(), ignore_backoff)
+                    if item is None or item.id in seen:
+                        if item is not None:  # failed earlier in this drain: leave it for later
+                            self.outbox.release(item.id)
+                        break
+                    seen.add(item.id)
+                    if handled:
+                        self._pause()
+                    self._process(item)
+                    handled += 1
+            finally:
+                self._set_busy(False)
+        return handled
+
+    def _process(self, item: OutboxItem) -> None:
+        self.calls += 1
+        try:
+            self._pool().submit(self.processor, item).result()
+        except Exception as exc:  # any failure keeps the item: never lose an update
+            retry_at = self.clock.now() + timedelta(seconds=self._backoff(item.attempts))
+            status = self.outbox.failed(item, f"{type(exc).__name__}: {exc}", retry_at, self.policy.max_attempts)
+            log.warning("queue item %s (thread %s) failed, now %s: %s", item.id, item.thread_id, status, exc)
+            with self._cond:
+                if status == "pending" and (self._due_at is None or retry_at < self._due_at):
+                    self._due_at = retry_at
+            return
+        self.outbox.done(item.id)
+
+    def _backoff(self, attempts: int) -> float:
+        return float(min(self.policy.backoff_base_seconds * (2 ** attempts), self.policy.backoff_max_seconds))
+
+    def _pause(self) -> None:
+        delay = self.policy.update_delay_seconds
+        if delay <= 0:
+            return
+        sleeper = getattr(self.clock, "sleep", None)
+        (sleeper if callable(sleeper) else time.sleep)(delay)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tiermem-llm")
+        return self._executor
+
+    def _set_busy(self, busy: bool) -> None:
+        with self._cond:
+            self._busy = busy
+            self._cond.notify_all()
+
+    # --- the background thread -----------------------------------------------------------
+    def start(self) -> None:
+        """Replay: items left pending by an earlier process become due now."""
+        if not self.policy.enabled:
+            return
+        self.outbox.recover()
+        if self.outbox.items("pending"):
+            with self._cond:
+                self._due_at = self.clock.now()
+            self._ensure_thread()
+
+    def _ensure_thread(self) -> None:
+        with self._cond:
+            if self._thread is not None or self._stopped:
+                return
+            self._thread = threading.Thread(target=self._run, name="tiermem-queue", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                if not self._nowait:
+                    wait = self._seconds_until_due()
+                    if wait is None or wait > 0:
+                        self._cond.wait(timeout=min(wait if wait is not None else _POLL_SECONDS, _POLL_SECONDS))
+                        continue
+            try:
+                self.process_due()
+            except Exception:  # the worker must survive anything (e.g. a locked database)
+                log.exception("queue worker error")
+
+    def _seconds_until_due(self) -> float | None:
+        if self._due_at is None:
+            return None
+        return (self._due_at - self.clock.now()).total_seconds()
+
+    def _is_due(self) -> bool:
+        wait = self._seconds_until_due()
+        return wait is not None and wait <= 0
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until nothing is due or being processed (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._busy or self._nowait or self._is_due():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(timeout=min(remaining, _POLL_SECONDS))
+        return True
+
+    # --- inspection ----------------------------------------------------------------------
+    def pending(self, scope: Scope | None = None) -> list[OutboxItem]:
+        """Items not processed yet (pending, processing or dead) — for read-your-writes (R35)."""
+        return [i for i in self.outbox.items(scope=scope) if i.status in ("pending", "processing", "dead")]
+
+    def retry_dead(self) -> int:
+        count = self.outbox.retry_dead(self.clock.now())
+        if count:
+            self.wake(now=True)
+        return count
+
+    def stats(self) -> dict[str, Any]:
+        counts = self.outbox.counts()
+        return {"queue_pending": counts.get("pending", 0) + counts.get("processing", 0),
+                "queue_dead": counts.get("dead", 0)}
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Drain what is pending (bounded by ``timeout``), then stop the thread and the pool."""
+        with self._cond:
+            if self._stopped:
+                return
+        try:
+            if self.policy.enabled and self.outbox.items("pending"):
+                self.flush(timeout)
+        except Exception:
+            log.exception("queue flush at close failed; items stay in the outbox")
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)

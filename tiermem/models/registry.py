@@ -78,3 +78,10 @@ def _no_llm(model: str, options: ProviderOptions) -> None:
 
 
 register_llm("none", _no_llm)
+register_llm("openai", "tiermem.models.openai_chat:make_openai")
+register_llm("openai-compatible", "tiermem.models.openai_chat:make_openai_compatible")
+register_llm("anthropic", "tiermem.models.anthropic_chat:make_anthropic")
+register_embedder("local", "tiermem.embedders.local:create_local_embedder")
+register_embedder("hash", "tiermem.embedders.hashing:create_hash_embedder")
+register_embedder("openai", "tiermem.embedders.openai:create_openai_embedder")
+register_embedder("openai-compatible", "tiermem.embedders.openai:create_compatible_embedder")

@@ -43,6 +43,12 @@ class QueuePolicy:
     backoff_max_seconds: float = 3600.0
 
 
+def _close_at_exit(ref: weakref.ref[UpdateQueue]) -> None:
+    queue = ref()
+    if queue is not None:
+        queue.close(timeout=10.0)
+
+
 class UpdateQueue:
     """The queue of one Memory (it serves any scope; items carry their own)."""
 
@@ -63,8 +69,7 @@ class UpdateQueue:
         self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.calls = 0
-        ref = weakref.ref(self)
-        atexit.register(lambda: (q := ref()) and q.close(timeout=10.0))
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     # --- the agent's side --------------------------------------------------------------
     def add(self, thread_id: str, messages: Any, user_id: str | None = None, agent_name: str | None = None) -> None:

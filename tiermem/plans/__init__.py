@@ -1,0 +1,9 @@
+"""Boulder state: work-in-progress plans that survive the session (R54-R56).
+
+``Plan`` (:mod:`tiermem.plans.plan`) is the domain object; ``PlanStore``
+(:mod:`tiermem.plans.store`) is ``mem.plans``.
+"""
+
+from tiermem.plans.plan import PLAN_STATUSES, ChecklistItem, Plan
+
+__all__ = ["PLAN_STATUSES", "ChecklistItem", "Plan"]

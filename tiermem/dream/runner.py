@@ -1,0 +1,328 @@
+"""One Deep Dream of one user (R36-R43): read, ask, check, guard, write, record.
+
+Order of a run, each step able to end it:
+
+1. take the user's dream lock without waiting (held: ``skipped``, reason ``locked``);
+2. read the daily files of the window: no records -> ``skipped`` (``MEMORY.md`` untouched);
+3. their hash equals the last processed one (and not ``force``) -> ``skipped``;
+4. no LLM configured -> ``skipped`` with the reason;
+5. one LLM call with the current ``MEMORY.md`` and the daily text (:mod:`~tiermem.dream.prompt`);
+6. parse (:mod:`~tiermem.dream.parse`): no usable ``[MEMORY]`` -> ``refused``;
+7. drop unsupported bullets (:mod:`~tiermem.dream.support`), then the guards
+   (:mod:`~tiermem.dream.guards`): empty, >25% of the prior bullets lost, over budget -> ``refused``;
+8. ``dry_run`` stops here (``skipped``, with the diff); ``MEMORY.md`` changed since step 5 (a hand
+   edit during the LLM call) -> ``refused``; otherwise keep the old ``MEMORY.md`` as a version,
+   replace the file atomically (which re-indexes it), append the diary, mark the days
+   consolidated and store the hash -> ``written``.
+
+Provider failures raise :class:`~tiermem.errors.ProviderError`; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, timedelta, tzinfo
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tiermem.clock import Clock
+from tiermem.dream.diary import append_diary, diary_entry
+from tiermem.dream.guards import check_rewrite
+from tiermem.dream.parse import Bullet, DreamReplyError, parse_dream_reply, render_memory
+from tiermem.dream.prompt import DailySource, DreamBudget, build_dream_messages
+from tiermem.dream.support import SupportChecker, SupportPolicy
+from tiermem.errors import DreamError, NotFound, ProviderError, TiermemError
+from tiermem.storage.dreams import CoreVersion, DreamRepository
+from tiermem.tiers.core import parse_core
+from tiermem.tiers.markdown import parse_records
+
+if TYPE_CHECKING:
+    from tiermem.models.protocols import ChatModel, Embedder
+    from tiermem.tiers.core import CoreFile
+    from tiermem.tiers.daily import DailyJournal
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".dream.lock"
+ROLLBACK_LOCK_TIMEOUT = 30.0
+MAX_LOOKBACK_DAYS = 3660
+
+
+@dataclass(frozen=True)
+class DroppedBullet:
+    """A bullet of the reply that the no-fabrication check removed, and why."""
+
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DreamResult:
+    """The outcome of :meth:`Memory.deep_dream`; ``status`` is "written", "skipped" or "refused"."""
+
+    status: str
+    reason: str = ""
+    days: list[str] = field(default_factory=list)
+    diff: str = ""
+    dropped: list[DroppedBullet] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    bullets: int = 0
+    prior_bullets: int = 0
+    version_id: int | None = None
+    diary_path: str | None = None
+    dry_run: bool = False
+    forced: bool = False
+
+    @property
+    def written(self) -> bool:
+        return self.status == "written"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "reason": self.reason, "days": self.days, "diff": self.diff,
+            "dropped": [{"text": d.text, "reason": d.reason} for d in self.dropped], "lost": self.lost,
+            "bullets": self.bullets, "priorBullets": self.prior_bullets, "versionId": self.version_id,
+            "diaryPath": self.diary_path, "dryRun": self.dry_run, "forced": self.forced,
+        }
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    """What :meth:`Memory.rollback` restored, and the version that now keeps the replaced text."""
+
+    restored: CoreVersion
+    saved_version_id: int | None
+    diff: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"restored": self.restored.to_dict(with_content=False), "savedVersionId": self.saved_version_id,
+                "diff": self.diff}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A checked rewrite, ready to write."""
+
+    text: str
+    bullets: list[Bullet]
+    dropped: list[DroppedBullet]
+    lost: list[str]
+    forced: bool
+    diary: str
+    diff: str
+
+
+def unified_diff(before: str, after: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 "MEMORY.md (before)", "MEMORY.md (after)")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def daily_hash(dailies: list[DailySource]) -> str:
+    digest = hashlib.sha256()
+    for source in sorted(dailies, key=lambda d: d.day):
+        digest.update(f"{source.day.isoformat()}\n{source.text}\n\x1e".encode())
+    return digest.hexdigest()
+
+
+def has_records(text: str) -> bool:
+    """Whether a daily text holds any record (a heading alone is not content)."""
+    return any(r.text.strip() for r in parse_records(text))
+
+
+class DreamRunner:
+    """Deep Dream, rollback and versions of one user's ``MEMORY.md``."""
+
+    def __init__(self, core: CoreFile, daily: DailyJournal, repo: DreamRepository, clock: Clock, tz: tzinfo,
+                 llm: Callable[[], ChatModel | None], *, budget: DreamBudget | None = None,
+                 policy: SupportPolicy | None = None, embedder: Embedder | None = None,
+                 after_write: Callable[[], object] | None = None) -> None:
+        self.core = core
+        self.daily = daily
+        self.repo = repo
+        self.clock = clock
+        self.tz = tz
+        self.llm = llm
+        self.budget = budget or DreamBudget()
+        self.policy = policy or SupportPolicy()
+        self.embedder = embedder
+        self.after_write = after_write
+
+    @property
+    def user_id(self) -> str:
+        return self.core.paths.user_id
+
+    @property
+    def lock_path(self) -> Path:
+        return self.core.paths.root / LOCK_FILE
+
+    def _lock(self, timeout: float) -> Any:
+        from filelock import FileLock
+
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(self.lock_path, timeout=timeout)
+
+    def window(self, lookback_days: int) -> list[date]:
+        """The ``lookback_days`` most recent days up to and including today, oldest first."""
+        today = self.clock.now().astimezone(self.tz).date()
+        return [today - timedelta(days=i) for i in range(lookback_days - 1, -1, -1)]
+
+    # --- the dream -----------------------------------------------------------------------------
+    def run(self, lookback_days: int, force: bool, dry_run: bool) -> DreamResult:
+        from filelock import Timeout
+
+        lock = self._lock(timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            return DreamResult("skipped", f"locked: another dream of user {self.user_id!r} is running "
+                                          f"({self.lock_path})", dry_run=dry_run)
+        try:
+            return self._run_locked(lookback_days, force, dry_run)
+        finally:
+            lock.release()
+
+    def _run_locked(self, lookback_days: int, force: bool, dry_run: bool) -> DreamResult:
+        dailies = [DailySource(day, text) for day in self.window(lookback_days)
+                   if has_records(text := self.daily.read(day))]
+        days = [d.day.isoformat() for d in dailies]
+        if not dailies:
+            return DreamResult("skipped", f"no daily records in the last {lookback_days} day(s); "
+                                          "MEMORY.md left as it is", dry_run=dry_run)
+        digest = daily_hash(dailies)
+        state = self.repo.state(self.user_id)
+        if state is not None and state.daily_sha256 == digest and not force:
+            return DreamResult("skipped", "the daily records are unchanged since the last dream "
+                                          "(use force to dream again)", days, dry_run=dry_run)
+        llm = self.llm()
+        if llm is None:
+            return DreamResult("skipped", "no LLM configured: pass llm=... or set TIERMEM_LLM "
+                                          "(e.g. openai:gpt-4o-mini)", days, dry_run=dry_run)
+        before = self.core.read()
+        prior = [item for section in parse_core(before) for item in section.items]
+        reply = self._ask(llm, before, dailies)
+        try:
+            plan = self._plan(reply, before, prior, dailies, force)
+        except _Refusal as refusal:
+            log.warning("Deep Dream refused for user %r: %s", self.user_id, refusal.result.reason)
+            return refusal.finish(days, len(prior), dry_run)
+        if dry_run:
+            return DreamResult("skipped", f"dry run: would write {len(plan.bullets)} bullets "
+                                          f"({len(plan.dropped)} dropped as unsupported); nothing written",
+                               days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior),
+                               dry_run=True, forced=plan.forced)
+        if self.core.read() != before:  # edited by hand (or another writer) while the model thought
+            return DreamResult("refused", "MEMORY.md changed while the dream ran; nothing written (dream again)",
+                               days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior))
+        return self._write(plan, before, days, digest, len(prior))
+
+    def _ask(self, llm: ChatModel, before: str, dailies: list[DailySource]) -> str:
+        today = self.clock.now().astimezone(self.tz).date()
+        messages = build_dream_messages(before, dailies, today, self.budget)
+        try:
+            return llm.complete(messages)
+        except TiermemError:
+            raise
+        except Exception as exc:
+            raise ProviderError(f"the LLM call of the Deep Dream failed: {exc}") from exc
+
+    def _plan(self, reply: str, before: str, prior: list[str], dailies: list[DailySource], force: bool) -> _Plan:
+        try:
+            parsed = parse_dream_reply(reply)
+        except DreamReplyError as exc:
+            log.debug("unusable dream reply: %.2000s", exc.raw)
+            raise _Refusal(DreamResult("refused", f"unusable reply: {exc}")) from exc
+        checker = SupportChecker(before, dailies, self.policy, self.embedder)
+        kept: list[Bullet] = []
+        dropped: list[DroppedBullet] = []
+        for bullet in parsed.bullets:
+            support = checker.judge(bullet.text)
+            if support.supported:
+                kept.append(bullet)
+            else:
+                dropped.append(DroppedBullet(bullet.text, support.reason))
+        text = render_memory(kept)
+        diff = unified_diff(before, text)
+        verdict = check_rewrite(prior, [b.text for b in kept], text, before, self.budget, force)
+        if not verdict.ok:
+            raise _Refusal(DreamResult("refused", verdict.reason, diff=diff, dropped=dropped, lost=verdict.lost,
+                                       bullets=len(kept)))
+        return _Plan(text, kept, dropped, verdict.lost, verdict.forced, parsed.diary, diff)
+
+    def _write(self, plan: _Plan, before: str, days: list[str], digest: str, prior_count: int) -> DreamResult:
+        now = self.clock.now()
+        version_id = self.repo.save_version(self.user_id, before, self.core.path.exists(), "dream", now)
+        try:
+            self.core.write(plan.text)  # atomic; its listener re-indexes MEMORY.md (R43)
+        except BaseException:
+            self.repo.delete_version(self.user_id, version_id)
+            raise
+        self._refresh_index()
+        entry = diary_entry(now.astimezone(self.tz), plan.diary, days, prior_count, len(plan.bullets),
+                            version_id, [(d.text, d.reason) for d in plan.dropped], plan.lost if plan.forced else [])
+        diary = append_diary(self.core.paths.dreams_dir, now.astimezone(self.tz).date(), entry)
+        self.daily.mark_consolidated(days)
+        self.repo.set_state(self.user_id, digest, days, now)
+        log.info("Deep Dream wrote MEMORY.md for user %r: %d -> %d bullets, %d dropped", self.user_id,
+                 prior_count, len(plan.bullets), len(plan.dropped))
+        return DreamResult("written", "forced past the guards" if plan.forced else "", days, plan.diff, plan.dropped,
+                           plan.lost, len(plan.bullets), prior_count, version_id,
+                           self.core.paths.relative(diary), forced=plan.forced)
+
+    def _refresh_index(self) -> None:
+        if self.after_write is None:
+            return
+        try:
+            self.after_write()
+        except Exception as exc:  # the file is written; the next search refreshes the index again
+            log.warning("index refresh after the dream failed: %s", exc)
+
+    # --- versions and rollback -----------------------------------------------------------------
+    def versions(self) -> list[CoreVersion]:
+        return self.repo.versions(self.user_id)
+
+    def rollback(self, version: int | None) -> RollbackResult:
+        from filelock import Timeout
+
+        try:
+            with self._lock(timeout=ROLLBACK_LOCK_TIMEOUT):
+                return self._rollback_locked(version)
+        except Timeout as exc:
+            raise DreamError(f"a dream of user {self.user_id!r} holds {self.lock_path}; try again") from exc
+
+    def _rollback_locked(self, version: int | None) -> RollbackResult:
+        target = self.repo.latest(self.user_id) if version is None else self.repo.get(self.user_id, version)
+        if target is None:
+            raise NotFound("no MEMORY.md versions to roll back to" if version is None
+                           else f"MEMORY.md version {version} does not exist for user {self.user_id!r}")
+        current = self.core.read()
+        diff = unified_diff(current, target.content)
+        saved: int | None = None
+        if current != target.content:
+            saved = self.repo.save_version(self.user_id, current, self.core.path.exists(), "rollback",
+                                           self.clock.now())
+            try:
+                self.core.write(target.content)
+            except BaseException:
+                self.repo.delete_version(self.user_id, saved)
+                raise
+            self._refresh_index()
+        return RollbackResult(target, saved, diff)
+
+
+class _Refusal(Exception):
+    """Internal: a refused rewrite, carried out of :meth:`DreamRunner._plan`."""
+
+    def __init__(self, result: DreamResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+    def finish(self, days: list[str], prior_count: int, dry_run: bool) -> DreamResult:
+        r = self.result
+        return DreamResult("refused", r.reason, days, r.diff, r.dropped, r.lost, r.bullets, prior_count,
+                           dry_run=dry_run)
+

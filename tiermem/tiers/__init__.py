@@ -1,0 +1,25 @@
+"""The file-backed tiers: Context sessions, the Daily journal and ``MEMORY.md``, and their index."""
+
+from tiermem.tiers.context import Session, SessionStore, inject_summary
+from tiermem.tiers.core import CoreFile, CoreSection, parse_core, render_core
+from tiermem.tiers.daily import DailyJournal
+from tiermem.tiers.flush import FlushBatch, message_digest, prepare_flush, strip_scheduled
+from tiermem.tiers.turns import ChatMessage, to_message, turn_spans
+
+__all__ = [
+    "ChatMessage",
+    "CoreFile",
+    "CoreSection",
+    "DailyJournal",
+    "FlushBatch",
+    "Session",
+    "SessionStore",
+    "inject_summary",
+    "message_digest",
+    "parse_core",
+    "prepare_flush",
+    "render_core",
+    "strip_scheduled",
+    "to_message",
+    "turn_spans",
+]

@@ -1,0 +1,51 @@
+"""The three tiers of one user (Context sessions, the Daily journal, ``MEMORY.md``) wired to
+one database, one clock and one search index. ``Memory`` holds one :class:`Tiers`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tiermem.clock import Clock
+from tiermem.config import Settings
+from tiermem.storage.chunks import ChunkRepository
+from tiermem.storage.db import Database
+from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository
+from tiermem.tiers.context import SessionStore
+from tiermem.tiers.core import CoreFile
+from tiermem.tiers.daily import DailyJournal
+from tiermem.tiers.flusher import SessionFlusher
+from tiermem.tiers.indexer import FileIndexer
+from tiermem.tiers.paths import UserPaths
+from tiermem.tiers.worker import BackgroundWorker
+from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.models.protocols import ChatModel
+
+
+class Tiers:
+    """Context, Daily and Core tiers of ``scope`` under ``root``."""
+
+    def __init__(self, root: Path, scope: Scope, db: Database, clock: Clock, settings: Settings,
+                 chunks: ChunkRepository, llm: Callable[[], ChatModel | None]) -> None:
+        self.paths = UserPaths.for_user(root, scope.user_id)
+        self.index = FileIndexer(chunks, self.paths)
+        hashes = FlushHashRepository(db)
+        self.daily = DailyJournal(self.paths, clock, settings.tz(), retention_days=settings.daily_retention_days,
+                                  consolidated=ConsolidatedDayRepository(db), flush_hashes=hashes,
+                                  listener=self.index)
+        self.core = CoreFile(self.paths, listener=self.index)
+        self.worker = BackgroundWorker(f"tiermem-sessions-{scope.user_id}-{scope.agent_name}")
+        flusher = SessionFlusher(self.daily, hashes, llm, self.worker)
+        self.sessions = SessionStore(flusher, scope, settings.max_live_sessions, settings.session_max_tokens)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until background summaries are written; False if ``timeout`` ran out first."""
+        return self.worker.wait_idle(timeout)
+
+    def close(self) -> None:
+        """Flush every live session and finish the background work."""
+        self.sessions.close()
+        self.worker.close()

@@ -1,0 +1,280 @@
+"""The Daily tier: an append-only Markdown journal, one file a day (R6, R7, R11, R12).
+
+``memory/YYYY-MM-DD.md`` is created by the first write of its day, starting with
+``# Daily Memory: YYYY-MM-DD``; it is never created empty. Each append adds one block::
+
+    ## Trimmed Context (14:30)
+    - user: ...
+    - assistant: ...
+
+Date and time come from the injected clock, in the configured time zone. Appends take a
+cross-process file lock and write the block with one ``write`` (rolled back on failure), so
+threads and processes appending at once never interleave or lose lines; the search index is
+updated under the same lock, so it sees blocks in file order. Like the database (WAL,
+``synchronous=NORMAL``), an append is not fsynced: it survives a killed process, and an OS crash
+may lose the last moments. Retention removes days
+older than ``retention_days`` only once a Deep Dream has consolidated them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, tzinfo
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from tiermem import validate
+from tiermem.clock import Clock
+from tiermem.errors import InvalidInput, StorageError
+from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository
+from tiermem.tiers.markdown import fold
+from tiermem.tiers.paths import UserPaths
+
+log = logging.getLogger(__name__)
+
+MAX_KIND_CHARS = 64
+MAX_RECORDS = 10_000
+LOCK_FILE = ".journal.lock"
+LOCK_TIMEOUT_SECONDS = 120.0
+LOCK_POLL_SECONDS = 0.002
+_EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class AppendEvent:
+    """What one append did to a file: enough to index the new block without rereading it."""
+
+    path: Path
+    day: date
+    old_sha256: str  # of the file before the append ("" content when it did not exist)
+    new_sha256: str  # of the file right after it
+    first_line: int  # 1-based line number of the block's first line
+    block: str
+
+
+class JournalListener(Protocol):
+    """Told about every change the journal makes, under the journal lock (the search index is one).
+
+    ``notifications_after()`` wraps each locked section: work the listener wants to do outside
+    the lock (telling its own listeners) runs when that block ends."""
+
+    def appended(self, event: AppendEvent) -> None: ...
+
+    def removed(self, path: Path) -> None: ...
+
+    def notifications_after(self) -> AbstractContextManager[None]: ...
+
+
+def daily_namespace(user_id: str, agent_name: str, session_id: str) -> str:
+    """The flush-hash namespace of one session's messages (R9)."""
+    return f"daily:{user_id}:{agent_name}:{session_id}"
+
+
+def daily_namespace_prefix(user_id: str) -> str:
+    return f"daily:{user_id}:"
+
+
+def file_lock(path: Path) -> AbstractContextManager[Any]:
+    """A cross-process lock at ``path`` (created with its directory)."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(path, timeout=LOCK_TIMEOUT_SECONDS, poll_interval=LOCK_POLL_SECONDS)
+
+
+def check_kind(kind: Any) -> str:
+    text = validate.text(kind, "kind", MAX_KIND_CHARS)
+    if "\n" in text or "\r" in text:
+        raise InvalidInput("kind must be a single line")
+    return fold(text)
+
+
+def check_lines(lines: Any) -> list[str]:
+    """Records to write: a string is one record; every record is folded onto one line."""
+    items = [lines] if isinstance(lines, str) else lines
+    if not isinstance(items, Sequence) or isinstance(items, (bytes, bytearray)):
+        raise InvalidInput(f"lines must be a string or a list of strings, got {type(lines).__name__}")
+    if not items:
+        raise InvalidInput("lines must not be empty (a daily file is never written empty)")
+    if len(items) > MAX_RECORDS:
+        raise InvalidInput(f"at most {MAX_RECORDS} lines per append, got {len(items)}")
+    records: list[str] = []
+    for index, item in enumerate(items):
+        text = fold(validate.text(item, f"lines[{index}]", validate.MAX_MESSAGE_CHARS))
+        if text.startswith(("- ", "* ")):
+            text = text[2:].lstrip()
+        if not text or text in ("-", "*"):
+            raise InvalidInput(f"lines[{index}] is only a bullet marker")
+        records.append(text)
+    return records
+
+
+def parse_day(value: Any, tz: tzinfo) -> date:
+    """A ``date``, an aware ``datetime`` (taken in ``tz``) or ``"YYYY-MM-DD"``."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise InvalidInput("datetime must be timezone-aware")
+        return value.astimezone(tz).date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise InvalidInput(f"date {value[:40]!r} is not YYYY-MM-DD") from exc
+    raise InvalidInput(f"date must be a date, datetime or YYYY-MM-DD string, got {type(value).__name__}")
+
+
+class DailyJournal:
+    """One user's daily files under ``paths.daily_dir``."""
+
+    def __init__(self, paths: UserPaths, clock: Clock, tz: tzinfo, *, retention_days: int = 90,
+                 consolidated: ConsolidatedDayRepository | None = None,
+                 flush_hashes: FlushHashRepository | None = None,
+                 listener: JournalListener | None = None) -> None:
+        self.paths = paths
+        self.clock = clock
+        self.tz = tz
+        self.retention_days = retention_days
+        self.consolidated = consolidated
+        self.flush_hashes = flush_hashes
+        self.listener = listener
+
+    # --- reading -----------------------------------------------------------------------------
+    def now(self) -> datetime:
+        return self.clock.now().astimezone(self.tz)
+
+    def today(self) -> date:
+        return self.now().date()
+
+    def path_for(self, day: date | datetime | str) -> Path:
+        return self.paths.daily(parse_day(day, self.tz))
+
+    def read(self, day: date | datetime | str | None = None) -> str:
+        """The text of that day's file (today by default); ``""`` when nothing was written that day."""
+        path = self.path_for(self.today() if day is None else day)
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+
+    def days(self) -> list[date]:
+        """Days that have a file, oldest first."""
+        return [day for day, _ in self.paths.daily_files()]
+
+    # --- writing -----------------------------------------------------------------------------
+    def append(self, kind: str, lines: str | Sequence[str], *, at: datetime | None = None) -> Path:
+        """Append a ``## <kind> (HH:MM)`` block of ``- `` lines to the file of ``at``'s day (now by
+        default); returns the file's path."""
+        kind = check_kind(kind)
+        records = check_lines(lines)
+        if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+            raise InvalidInput("at must be a timezone-aware datetime")
+        moment = (at if at is not None else self.clock.now()).astimezone(self.tz)
+        day = moment.date()
+        path = self.paths.daily(day)
+        block = f"## {kind} ({moment:%H:%M})\n" + "".join(f"- {r}\n" for r in records)
+        with self._after_lock():
+            event = self._write_block(path, day, block)
+        if event.old_sha256 == _EMPTY_SHA:
+            self._retention_quietly()
+        return path
+
+    def _write_block(self, path: Path, day: date, block: str) -> AppendEvent:
+        try:
+            with file_lock(self.paths.daily_dir / LOCK_FILE), open(path, "a+b") as handle:
+                handle.seek(0)
+                old = handle.read()
+                if not old:
+                    prefix = f"# Daily Memory: {day.isoformat()}\n\n"
+                else:
+                    prefix = "\n" if old.endswith(b"\n") else "\n\n"
+                data = (prefix + block).encode("utf-8")
+                digest = hashlib.sha256(old)
+                old_sha = digest.hexdigest()
+                try:
+                    handle.write(data)
+                    handle.flush()
+                except OSError:
+                    handle.truncate(len(old))
+                    if not old:
+                        path.unlink(missing_ok=True)
+                    raise
+                digest.update(data)
+                first_line = (old + prefix.encode("utf-8")).count(b"\n") + 1
+                event = AppendEvent(path, day, old_sha, digest.hexdigest(), first_line, block)
+                if self.listener is not None:  # under the lock: the index follows the file's order
+                    _notify(self.listener.appended, event, path)
+        except OSError as exc:
+            raise StorageError(f"cannot append to {path}: {exc}") from exc
+        except TimeoutError as exc:
+            raise StorageError(f"timed out waiting for the journal lock of {path.parent}") from exc
+        return event
+
+    # --- retention (R12) -----------------------------------------------------------------------
+    def mark_consolidated(self, days: Iterable[date | datetime | str]) -> None:
+        """Record that a Deep Dream consumed these days, so retention may remove them later."""
+        if self.consolidated is None:
+            raise StorageError("this journal has no database to record consolidated days")
+        parsed = [parse_day(d, self.tz).isoformat() for d in days]
+        self.consolidated.mark(self.paths.user_id, parsed, self.clock.now())
+
+    def consolidated_days(self) -> list[date]:
+        if self.consolidated is None:
+            return []
+        return sorted(date.fromisoformat(d) for d in self.consolidated.days(self.paths.user_id))
+
+    def apply_retention(self) -> list[date]:
+        """Remove daily files older than ``retention_days`` that a Deep Dream has consolidated.
+
+        A day no dream consumed is kept however old it is. Flush hashes (R9) older than the
+        retention window are dropped too. Returns the removed days."""
+        cutoff = self.today() - timedelta(days=self.retention_days)
+        if self.flush_hashes is not None:
+            oldest = self.now() - timedelta(days=self.retention_days)
+            self.flush_hashes.forget_before(daily_namespace_prefix(self.paths.user_id), oldest)
+        done = set(self.consolidated_days())
+        removed: list[tuple[date, Path]] = []
+        candidates = [(d, p) for d, p in self.paths.daily_files() if d < cutoff and d in done]
+        if not candidates:
+            return []
+        with self._after_lock(), file_lock(self.paths.daily_dir / LOCK_FILE):
+            for day, path in candidates:
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise StorageError(f"cannot remove {path}: {exc}") from exc
+                removed.append((day, path))
+                log.info("retention removed %s (consolidated, older than %d days)", path, self.retention_days)
+                if self.listener is not None:
+                    _notify(self.listener.removed, path, path)
+        return [day for day, _ in removed]
+
+    def _after_lock(self) -> AbstractContextManager[Any]:
+        return self.listener.notifications_after() if self.listener is not None else nullcontext()
+
+    def _retention_quietly(self) -> None:
+        """Retention runs when a new day's file appears; its failure never fails the append."""
+        try:
+            self.apply_retention()
+        except Exception as exc:  # the append succeeded; retention will run again tomorrow
+            log.warning("daily retention failed: %s", exc)
+
+
+
+
+def _notify(call: Callable[[_T], None], argument: _T, path: Path) -> None:
+    """Run a listener; the file is the truth, so a failing index is logged and healed later."""
+    try:
+        call(argument)
+    except Exception as exc:
+        log.warning("index update for %s failed (refresh_index will retry): %s", path, exc)

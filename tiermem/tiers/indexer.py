@@ -1,0 +1,182 @@
+"""Keeps the search index (``chunks``) in step with a user's ``MEMORY.md`` and daily files.
+
+Chunks follow :func:`~tiermem.tiers.markdown.parse_records`: one chunk per ``MEMORY.md`` bullet
+and per daily record (a ``- `` line with any lines that continue it), each with its line range so
+a hit cites ``memory/2026-03-14.md#L12-L12``. Dream diaries are not indexed.
+
+- An append adds just the new block's chunks, provided the index still holds the file exactly as
+  it was before the append (same sha256); otherwise the file is re-indexed whole.
+- A rewrite of ``MEMORY.md`` re-indexes it.
+- :meth:`FileIndexer.refresh` (run before every search) notices edits made by hand, even while no
+  process ran: it compares each file's sha256 with the indexed one — hashing only files whose
+  (mtime, size, inode) changed since this process last looked — and forgets deleted files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tiermem.storage.chunks import Chunk, ChunkRepository
+from tiermem.tiers.daily import AppendEvent
+from tiermem.tiers.markdown import parse_records
+from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
+
+log = logging.getLogger(__name__)
+
+_StatKey = tuple[int, int, int]
+
+
+def _stat_key(info: os.stat_result) -> _StatKey:
+    return info.st_mtime_ns, info.st_size, info.st_ino
+
+
+def is_indexed_path(rel: str) -> bool:
+    """``MEMORY.md`` or ``memory/YYYY-MM-DD.md`` (relative to the user's root)."""
+    if rel == CORE_FILE:
+        return True
+    folder, _, name = rel.partition("/")
+    return folder == DAILY_DIR and "/" not in name and day_of(name) is not None
+
+
+def chunks_of(rel: str, text: str, first_line: int = 1) -> list[Chunk]:
+    """The chunks of a file's text (or of a block of it starting at ``first_line``)."""
+    if rel == CORE_FILE:
+        tier, day = "core", None
+    else:
+        found = day_of(rel.rpartition("/")[2])
+        tier, day = "daily", found.isoformat() if found else None
+    return [Chunk(tier, rel, r.line_start, r.line_end, r.text, day) for r in parse_records(text, first_line)]
+
+
+class FileIndexer:
+    """The index side of one user's Markdown files."""
+
+    def __init__(self, repo: ChunkRepository, paths: UserPaths) -> None:
+        self.repo = repo
+        self.paths = paths
+        self._seen: dict[str, _StatKey] = {}  # stat of each file when this process last hashed it
+        self._db_checked = False
+        self._lock = threading.Lock()
+
+    @property
+    def user_id(self) -> str:
+        return self.paths.user_id
+
+    # --- told by the journal and the core file ------------------------------------------------
+    @contextmanager
+    def notifications_after(self) -> Iterator[None]:
+        """Index writes inside this block tell the chunk listeners (embedding) only when it ends,
+        so a journal lock taken inside it is not held while they run."""
+        held: list[tuple[str, list[int]]] = []
+        try:
+            with self.repo.held_notifications() as held:
+                yield
+        finally:
+            try:
+                self.repo.notify(held)
+            except Exception as exc:  # the chunks are committed; the next search catches up
+                log.warning("chunk listeners failed: %s", exc)
+
+    def appended(self, event: AppendEvent) -> None:
+        rel = self.paths.relative(event.path)
+        chunks = chunks_of(rel, event.block, event.first_line)
+        if self.repo.append_chunks(self.user_id, rel, event.old_sha256, event.new_sha256, chunks) is None:
+            self.index_file(event.path)
+
+    def rewritten(self, path: Path) -> None:
+        self.index_file(path)
+
+    def removed(self, path: Path) -> None:
+        self._forget(self.paths.relative(path))
+
+    # --- checking the files -----------------------------------------------------------------
+    def index_file(self, path: Path, force: bool = False) -> bool:
+        """Index ``path`` if its content differs from the index (always with ``force``);
+        True when the index changed."""
+        rel = self.paths.relative(path)
+        try:
+            info = path.stat()
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return self._forget(rel)
+        sha = hashlib.sha256(data).hexdigest()
+        if not force and self.repo.file_hash(self.user_id, rel) == sha:
+            self._remember(rel, info)
+            return False
+        chunks = chunks_of(rel, data.decode("utf-8", errors="replace"))
+        self.repo.replace_file(self.user_id, rel, sha, chunks)
+        self._remember(rel, info)
+        log.debug("indexed %s: %d chunks", rel, len(chunks))
+        return True
+
+    def files(self) -> dict[str, Path]:
+        """The indexable files on disk now: ``MEMORY.md`` and the daily files."""
+        return {rel: Path(path) for rel, (path, _) in self._scan().items()}
+
+    def _scan(self) -> dict[str, tuple[str, _StatKey]]:
+        """``rel -> (path, stat key)`` of the indexable files (one ``stat`` each, no hashing)."""
+        found: dict[str, tuple[str, _StatKey]] = {}
+        candidates = [(CORE_FILE, str(self.paths.core))]
+        try:
+            with os.scandir(self.paths.daily_dir) as entries:
+                candidates += [(f"{DAILY_DIR}/{e.name}", e.path) for e in entries if day_of(e.name) is not None]
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        for rel, path in candidates:
+            try:
+                info = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found[rel] = (path, _stat_key(info))
+        return found
+
+    def refresh(self) -> list[str]:
+        """Bring the index up to date with the files; returns the paths whose index changed."""
+        on_disk = self._scan()
+        changed: list[str] = []
+        with self._lock:
+            known = set(self._seen)
+            check_db = not self._db_checked or known != set(on_disk)
+            self._db_checked = True
+        if check_db:  # files appeared or vanished: forget indexed files that are gone
+            for rel in self.repo.indexed_paths(self.user_id):
+                if is_indexed_path(rel) and rel not in on_disk and self._forget(rel):
+                    changed.append(rel)
+        for rel, (path, key) in sorted(on_disk.items()):
+            with self._lock:
+                unchanged = self._seen.get(rel) == key
+            if not unchanged and self.index_file(Path(path)):
+                changed.append(rel)
+        if changed:
+            log.info("index refreshed from the files: %s", ", ".join(changed))
+        return changed
+
+    def reindex(self) -> int:
+        """Rebuild the index of every file from scratch; returns the number of files indexed."""
+        on_disk = self.files()
+        for rel in self.repo.indexed_paths(self.user_id):
+            if is_indexed_path(rel) and rel not in on_disk:
+                self._forget(rel)
+        for path in on_disk.values():
+            self.index_file(path, force=True)
+        return len(on_disk)
+
+    def _remember(self, rel: str, info: os.stat_result) -> None:
+        with self._lock:
+            self._seen[rel] = _stat_key(info)
+
+    def _forget(self, rel: str) -> bool:
+        with self._lock:
+            self._seen.pop(rel, None)
+        if self.repo.file_hash(self.user_id, rel) is None:
+            return False
+        self.repo.forget_file(self.user_id, rel)
+        return True

@@ -36,6 +36,10 @@ class Settings:
     debounce_seconds: float = 30.0
     update_delay_seconds: float = 0.5
     queue_max_attempts: int = 5
+    queue_replay: bool = True
+    extract_min_turns: int = 10
+    extract_idle_seconds: float = 300.0
+    shutdown_flush_seconds: float = 10.0
     fact_confidence_threshold: float = 0.5
     max_facts: int = 500
     max_injection_tokens: int = 2000
@@ -50,6 +54,14 @@ class Settings:
     search_vector_weight: float = 1.0
     search_recency_half_life_days: float | None = None
     search_mmr_lambda: float | None = None
+    search_fusion: str = "rrf"  # "rrf" | "weighted" (chosen by bench/locomo.py)
+    search_candidates: int = 50  # per retriever, before fusion
+    search_keyword_budget: int = 20_000  # summed document frequency of the terms one query may use
+    search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
+    search_context_weight: float = 0.5  # BM25 weight of that context against the chunk's own text
+    search_exact_max_items: int = 50_000  # above: binary-code shortlist, then re-scoring
+    search_float_max_items: int = 250_000  # above: int8 vectors in memory, exact re-scoring from SQLite
+    search_shortlist: int = 2000  # shortlist size of the binary-code step
 
     def tz(self) -> tzinfo:
         """The configured time zone, or the system's local zone."""
@@ -106,14 +118,30 @@ def _check(settings: Settings) -> Settings:
     if not 0.0 <= settings.fact_confidence_threshold <= 1.0:
         raise ConfigError("fact_confidence_threshold must be within [0, 1]")
     for name in ("max_facts", "max_injection_tokens", "max_live_sessions", "session_max_tokens",
-                 "daily_retention_days", "queue_max_attempts", "dream_lookback_days"):
+                 "daily_retention_days", "queue_max_attempts", "dream_lookback_days", "extract_min_turns"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name} must be at least 1")
-    for name in ("debounce_seconds", "update_delay_seconds", "provider_timeout_seconds"):
+    for name in ("debounce_seconds", "update_delay_seconds", "provider_timeout_seconds", "extract_idle_seconds"):
         if getattr(settings, name) < 0:
             raise ConfigError(f"{name} must not be negative")
+    _check_search(settings)
     settings.tz()  # fail early on an unknown zone
     return settings
+
+
+def _check_search(settings: Settings) -> None:
+    if settings.search_fusion not in ("rrf", "weighted"):
+        raise ConfigError(f"search_fusion must be 'rrf' or 'weighted', got {settings.search_fusion!r}")
+    if min(settings.search_keyword_weight, settings.search_vector_weight, settings.search_context_weight) < 0:
+        raise ConfigError("search weights must not be negative")
+    if settings.search_mmr_lambda is not None and not 0.0 <= settings.search_mmr_lambda <= 1.0:
+        raise ConfigError("search_mmr_lambda must be within [0, 1]")
+    if settings.search_recency_half_life_days is not None and settings.search_recency_half_life_days <= 0:
+        raise ConfigError("search_recency_half_life_days must be positive")
+    for name in ("search_candidates", "search_keyword_budget", "search_exact_max_items", "search_float_max_items",
+                 "search_shortlist"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"{name} must be at least 1")
 
 
 def read_file(root: Path) -> dict[str, Any]:

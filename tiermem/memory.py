@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from functools import cached_property
-from pathlib import Path
 from collections.abc import Callable
+from functools import cached_property, partial
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +22,24 @@ from tiermem.facts.injection import render_injection
 from tiermem.facts.store import FactPolicy, FactStore
 from tiermem.storage.db import Database
 from tiermem.storage.facts import FactRepository
-from tiermem.types import Scope
+from tiermem.types import Fact, Scope, SearchHit
 
 if TYPE_CHECKING:
+    from tiermem.queue.worker import UpdateQueue
+    from tiermem.compress import CompressionResult
+    from tiermem.dream.runner import DreamResult, DreamRunner, RollbackResult
+    from tiermem.dream.schedule import DreamScheduler
+    from tiermem.extract.apply import ExtractionReport
     from tiermem.models.protocols import ChatModel, Embedder
+    from tiermem.plans.store import PlanStore
+    from tiermem.search.engine import SearchEngine
+    from tiermem.search.indexer import IndexStatus, ReindexResult
+    from tiermem.storage.dreams import CoreVersion
+    from tiermem.syscontext.builder import SystemContext, SystemContextResult
+    from tiermem.tiers.assembly import Tiers
+    from tiermem.tiers.context import Session, SummaryCallback
+    from tiermem.tiers.core import CoreFile
+    from tiermem.tiers.daily import DailyJournal
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +75,14 @@ class Memory:
         self._repo = FactRepository(self.db)
         self._closed = False
         self._close_lock = threading.Lock()
+        self._overrides = dict(settings)
+        self._children: dict[Scope, Memory] = {}
+        if self.settings.enabled and self.settings.queue_replay and self._has_queued_work():
+            self.queue.start()  # R34: items an earlier process accepted are processed now
+
+    def _has_queued_work(self) -> bool:
+        row = self.db.conn.execute("SELECT 1 FROM outbox WHERE status IN ('pending', 'processing') LIMIT 1")
+        return row.fetchone() is not None
 
     # --- providers -------------------------------------------------------------------------
     @cached_property
@@ -91,7 +113,9 @@ class Memory:
     @cached_property
     def facts(self) -> FactStore:
         policy = FactPolicy(self.settings.fact_confidence_threshold, self.settings.max_facts)
-        return FactStore(self._repo, self.scope, self.clock, policy)
+        store = FactStore(self._repo, self.scope, self.clock, policy)
+        store.subscribe(self._fact_changed)  # embeds new facts right after the commit
+        return store
 
     def format_for_injection(self, max_tokens: int | None = None, query: str | None = None) -> str:
         """Summaries and facts for a system prompt within ``max_tokens`` (R21, R22)."""
@@ -106,13 +130,73 @@ class Memory:
 
     def _facts_by_relevance(self, query: str, facts: list[Any]) -> list[Any]:
         """Facts relevant to ``query`` first (search order), then the rest by confidence."""
-        hits = self.search(query, k=len(facts) or 1, tier="fact") if facts else []
+        hits = self.search(query, k=min(len(facts), 1000) or 1, tier="fact") if facts else []
         order = {hit.ref: rank for rank, hit in enumerate(hits)}
         return sorted(facts, key=lambda f: (order.get(f.id, len(order)), -f.confidence, f.created_at, f.id))
 
+    def extract(self, messages: Any, thread_id: str | None = None) -> ExtractionReport:
+        """Extract facts and summaries from ``messages`` now (one LLM call, one retry on a bad reply).
+
+        Raises :class:`~tiermem.errors.ConfigError` without an LLM; provider and parse failures
+        raise (:class:`ProviderError`, :class:`ExtractionError`) with nothing applied.
+        """
+        from tiermem.errors import ConfigError
+        from tiermem.extract.apply import run_extraction
+        from tiermem.redact import redact
+
+        if thread_id is not None:
+            validate.thread_id(thread_id)
+        turns = validate.messages(messages)
+        llm = self.llm
+        if llm is None:
+            raise ConfigError("no LLM configured: pass llm=... or set TIERMEM_LLM (e.g. openai:gpt-4o-mini)")
+        today = self.clock.now().astimezone(self.settings.tz()).date()
+        scrub = redact if self.settings.redact_secrets else None
+        return run_extraction(self.facts, llm, turns, today, thread_id, scrub)
+
+    # --- search (R44-R49) -------------------------------------------------------------------
+    def compress(self, messages: Any, protect_turns: int = 4, **options: Any) -> CompressionResult:
+        """DCP-style compression of an agent's message list (R50-R53); returns a new list.
+
+        With an LLM configured, what was compressed away is summarised into ``.summary``.
+        """
+        from tiermem.compress import compress
+
+        return compress(messages, protect_turns, llm=options.pop("llm", self.llm), **options)
+
     def search(self, query: str, k: int = 10, category: str | None = None, tier: str | None = None,
-               since: Any = None, until: Any = None, include_pending: bool = False) -> list[Any]:
-        raise NotImplementedError("search arrives with the retrieval issue")
+               since: Any = None, until: Any = None, include_pending: bool = False) -> list[SearchHit]:
+        """Hybrid keyword + vector search over this scope's facts, ``MEMORY.md`` and daily records.
+
+        ``tier``: "fact" | "core" | "daily"; ``category`` (facts only); ``since``/``until``: date,
+        datetime or ISO string (facts by creation time, daily records by day). Bad arguments
+        raise :class:`InvalidInput`; control characters in ``query`` are ignored.
+        """
+        return self._search.search(self.scope, query, k, category, tier, since, until, include_pending)
+
+    @cached_property
+    def _search(self) -> SearchEngine:
+        from tiermem.search.engine import SearchEngine
+
+        engine = SearchEngine(self.db, lambda: self.embedder, self.settings, self.clock)
+        engine.before_search.append(self.refresh_index)
+        return engine
+
+    def _fact_changed(self, event: str, fact: Fact) -> None:
+        self._search.on_fact_change(event, fact)
+
+    def _chunks_changed(self, event: str, chunk_ids: list[int]) -> None:
+        self._search.on_chunk_change(event, chunk_ids)
+
+    def vector_status(self) -> IndexStatus:
+        """The vector index of this scope: model in use, the model it was built with, missing vectors."""
+        return self._search.status(self.scope)
+
+    def reindex_vectors(self, progress: Callable[[int, int], None] | None = None,
+                        drop_other_models: bool = False) -> ReindexResult:
+        """Embed every item that has no vector for the current embedder (after a model change);
+        unchanged texts already embedded with it are reused. ``progress(done, total)``."""
+        return self._search.reindex(progress, drop_other_models)
 
     def stats(self) -> dict[str, Any]:
         """What the scope holds; parts add their own figures through :attr:`stat_sources`."""
@@ -126,6 +210,11 @@ class Memory:
             "facts": len(facts),
             "facts_by_category": dict(sorted(Counter(f.category for f in facts).items())),
         }
+        from tiermem.storage.outbox import OutboxRepository
+
+        counts = OutboxRepository(self.db).counts()
+        data["queue_pending"] = counts.get("pending", 0) + counts.get("processing", 0)
+        data["queue_dead"] = counts.get("dead", 0)
         for source in self.stat_sources:
             data.update(source())
         return data
@@ -134,6 +223,29 @@ class Memory:
     def stat_sources(self) -> list[Callable[[], dict[str, Any]]]:
         """Callables adding entries to :meth:`stats` (queue, search index, ...)."""
         return []
+
+    # --- boulder state and system context (R54-R57) ---------------------------------------
+    @cached_property
+    def plans(self) -> PlanStore:
+        """Work-in-progress plans of this scope (boulder state)."""
+        from tiermem.plans.store import PlanStore
+
+        return PlanStore(self.db, self.scope, self.clock)
+
+    @cached_property
+    def _system_context(self) -> SystemContext:
+        from tiermem.syscontext.defaults import memory_system_context
+
+        return memory_system_context(self)
+
+    def system_context_builder(self) -> SystemContext:
+        """This Memory's :class:`~tiermem.syscontext.SystemContext`; ``add_source`` adds custom ones."""
+        return self._system_context
+
+    def system_context(self) -> SystemContextResult:
+        """Memory, active plan and recent daily notes (+ custom sources) for a system prompt;
+        only sources whose epoch moved re-render; ``.text``, ``.changed`` (R57)."""
+        return self._system_context.build()
 
     # --- export / import -------------------------------------------------------------------
     def export(self) -> dict[str, Any]:
@@ -153,6 +265,140 @@ class Memory:
     def _after_import(self) -> None:
         """Hook for indexes that must catch up with rows written behind the fact store."""
 
+    # --- Context, Daily and Core tiers (R1-R13) and their search index (R43, R44) ----------
+    @cached_property
+    def _tiers(self) -> Tiers:
+        from tiermem.storage.chunks import ChunkRepository
+        from tiermem.tiers.assembly import Tiers
+
+        tiers = Tiers(self.root, self.scope, self.db, self.clock, self.settings, ChunkRepository(self.db),
+                      lambda: self.llm)
+        tiers.sessions.on_start.append(self._resume_plan)
+        tiers.index.repo.listeners.append(self._chunks_changed)  # embeds new chunks after the commit
+        return tiers
+
+    def _resume_plan(self, session: Session) -> None:
+        """R55: a new session gets the scope's active plan and its continuation prompt."""
+        found = self.plans.resume(session_id=session.id)
+        session.plan, session.continuation = found if found is not None else (None, None)
+
+    @property
+    def daily(self) -> DailyJournal:
+        """The Daily tier: ``memory/YYYY-MM-DD.md`` of this user (``append``, ``read``, ``path_for``)."""
+        return self._tiers.daily
+
+    @property
+    def core(self) -> CoreFile:
+        """``MEMORY.md`` of this user (``path``, ``items()``, ``write(text)``)."""
+        return self._tiers.core
+
+    def session(self, session_id: str, on_summary: SummaryCallback | None = None,
+                max_tokens: int | None = None) -> Session:
+        """The live session ``session_id`` (Context tier), created on first use; ``max_tokens``
+        defaults to ``session_max_tokens``; ``on_summary(text)`` runs after each flush."""
+        return self._tiers.sessions.get(session_id, on_summary=on_summary, max_tokens=max_tokens)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait for background session summaries to be written; False if ``timeout`` ran out."""
+        return self._tiers.wait_idle(timeout) if "_tiers" in self.__dict__ else True
+
+    def refresh_index(self) -> list[str]:
+        """Re-index ``MEMORY.md`` and daily files changed on disk (hand edits, other processes);
+        returns the paths whose index changed. Search calls this first."""
+        return self._tiers.index.refresh()
+
+    def reindex(self) -> int:
+        """Rebuild the index of this user's Markdown files from scratch; returns the file count."""
+        return self._tiers.index.reindex()
+
+    # --- the update queue (R28-R35) --------------------------------------------------------
+    @cached_property
+    def queue(self) -> UpdateQueue:
+        """Debounced, durable background extraction: ``add``, ``add_nowait``, ``flush``."""
+        from tiermem.queue.pending import PendingHits
+        from tiermem.queue.process import QueueProcessor, prepare_messages
+        from tiermem.queue.worker import QueuePolicy, UpdateQueue
+        from tiermem.storage.journal import FlushHashRepository
+        from tiermem.storage.outbox import OutboxRepository
+
+        s = self.settings
+        outbox = OutboxRepository(self.db)
+        processor = QueueProcessor(self, outbox, FlushHashRepository(self.db), self._scoped)
+        policy = QueuePolicy(s.enabled, s.debounce_seconds, s.update_delay_seconds, s.queue_max_attempts)
+        queue = UpdateQueue(outbox, processor, partial(prepare_messages, scrub=s.redact_secrets), self.clock,
+                            policy, self.scope)
+        self._search.pending_sources.append(PendingHits(queue.pending, lambda: self.embedder))
+        return queue
+
+    def _scoped(self, scope: Scope) -> Memory:
+        """A Memory for another scope of this root (queued items may name any user/agent)."""
+        with self._close_lock:
+            child = self._children.get(scope)
+            if child is None:
+                overrides = {**self._overrides, "queue_replay": False}
+                child = Memory(self.root, llm=self.llm or "none", embedder=self.embedder, clock=self.clock,
+                               user_id=scope.user_id, agent_name=scope.agent_name, **overrides)
+                self._children[scope] = child
+            return child
+
+    # --- Deep Dream (R36-R43) --------------------------------------------------------------
+    _dream_scheduler: DreamScheduler | None = None
+
+    @cached_property
+    def _dreams(self) -> DreamRunner:
+        from tiermem.dream.runner import DreamRunner
+        from tiermem.storage.dreams import DreamRepository
+
+        return DreamRunner(self.core, self.daily, DreamRepository(self.db), self.clock, self.settings.tz(),
+                           lambda: self.llm, after_write=self.refresh_index)
+
+    def deep_dream(self, lookback_days: int = 1, force: bool = False, dry_run: bool = False) -> DreamResult:
+        """Consolidate the daily files of the ``lookback_days`` most recent days (up to and including
+        today) and ``MEMORY.md`` into a new ``MEMORY.md`` with one LLM call (R36-R43).
+
+        ``.status``: "written", "skipped" (no daily records, unchanged since the last dream, no
+        LLM, another dream holds the lock, or ``dry_run``) or "refused" (unusable reply, empty
+        result, more than 25% of the prior bullets lost, over budget); ``.reason``, ``.diff``,
+        ``.dropped`` (bullets not supported by the sources). ``force`` accepts a rewrite the loss
+        and budget guards refuse and dreams again over unchanged days.
+        """
+        from tiermem.dream.runner import MAX_LOOKBACK_DAYS
+
+        days = validate.positive_int(lookback_days, "lookback_days", MAX_LOOKBACK_DAYS)
+        if not isinstance(force, bool) or not isinstance(dry_run, bool):
+            raise InvalidInput("force and dry_run must be booleans")
+        return self._dreams.run(days, force, dry_run)
+
+    def rollback(self, version: int | None = None) -> RollbackResult:
+        """Restore a kept ``MEMORY.md`` version (the most recent one by default); the text it
+        replaces is kept as a new version, so a rollback can be rolled back."""
+        if version is not None:
+            version = validate.positive_int(version, "version", 2**62)
+        return self._dreams.rollback(version)
+
+    def dream_versions(self) -> list[CoreVersion]:
+        """The kept ``MEMORY.md`` versions of this user, newest first."""
+        return self._dreams.versions()
+
+    def start_dream_scheduler(self, schedule: str | None = None, poll_seconds: float = 30.0) -> DreamScheduler | None:
+        """Run Deep Dream in a background thread at ``schedule`` ("HH:MM" or 5-field cron, local
+        time; default the ``dream_schedule`` setting, "03:00") over ``dream_lookback_days`` days.
+        Returns None when the schedule is off ("none"); stopped by :meth:`close`."""
+        from tiermem.dream.schedule import DreamScheduler, Schedule
+
+        if self._dream_scheduler is not None and self._dream_scheduler.running:
+            return self._dream_scheduler
+        parsed = Schedule.parse(self.settings.dream_schedule if schedule is None else schedule)
+        if parsed is None:
+            log.info("Deep Dream scheduler is off")
+            return None
+        lookback = self.settings.dream_lookback_days
+        scheduler = DreamScheduler(parsed, self.clock, self.settings.tz(),
+                                   lambda: self.deep_dream(lookback_days=lookback), poll_seconds)
+        self._dream_scheduler = scheduler
+        scheduler.start()
+        return scheduler
+
     # --- life cycle ------------------------------------------------------------------------
     def close(self) -> None:
         """Flush and release everything; safe to call twice."""
@@ -160,6 +406,14 @@ class Memory:
             if self._closed:
                 return
             self._closed = True
+        if self._dream_scheduler is not None:
+            self._dream_scheduler.stop()
+        if "queue" in self.__dict__:
+            self.queue.close(timeout=self.settings.shutdown_flush_seconds)
+        for child in list(self._children.values()):
+            child.close()
+        if "_tiers" in self.__dict__:
+            self._tiers.close()  # flush live sessions, finish background summaries
         self.db.close()
 
     def __enter__(self) -> Memory:

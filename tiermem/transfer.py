@@ -15,6 +15,7 @@ from typing import Any
 
 from tiermem.errors import ImportConflict, InvalidInput
 from tiermem.storage.db import Database
+from tiermem.storage.plans import dump_plans, restore_plans
 
 FORMAT = "tiermem-export"
 VERSION = 1
@@ -101,6 +102,7 @@ register_section(_simple_section(
 register_section(_simple_section(
     "audit", "audit", ("id", "user_id", "agent_name", "at", "action", "fact_id", "content", "reason", "source",
                        "run_id"), "id", ("id",)))
+register_section(Section("plans", dump_plans, restore_plans))
 
 
 def export_data(db: Database) -> dict[str, Any]:

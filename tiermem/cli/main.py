@@ -9,6 +9,9 @@ from tiermem.cli.app import cli
 COMMAND_MODULES = (
     "tiermem.cli.facts",
     "tiermem.cli.store",
+    "tiermem.cli.plan",
+    "tiermem.cli.mcp",
+    "tiermem.cli.dream",
 )
 
 for _module in COMMAND_MODULES:

@@ -28,7 +28,16 @@ from tiermem.types import Scope
 
 log = logging.getLogger(__name__)
 
-Processor = Callable[[OutboxItem], object]
+Processor = Callable[[OutboxItem, bool], object]  # (item, force) -> anything
+
+
+class Deferred(Exception):
+    """Raised by a processor that did its part now and wants the rest of the item later
+    (e.g. extraction waits for a bigger batch of turns); not a failure."""
+
+    def __init__(self, until: datetime, reason: str) -> None:
+        super().__init__(reason)
+        self.until = until
 Preparer = Callable[[Any], list[dict[str, Any]]]
 _POLL_SECONDS = 0.25
 
@@ -64,7 +73,7 @@ class UpdateQueue:
         self._work_lock = threading.Lock()  # one drain at a time (worker thread or flush)
         self._due_at: datetime | None = None
         self._nowait = False
-        self._busy = False
+        self._busy = 0
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -84,7 +93,8 @@ class UpdateQueue:
 
     def add_nowait(self, thread_id: str, messages: Any, user_id: str | None = None,
                    agent_name: str | None = None) -> None:
-        """Queue and start processing at once in the background thread."""
+        """Queue and process at once in the background thread (extraction is not held back for a
+        bigger batch)."""
         if not self.policy.enabled:
             return
         self._put(thread_id, messages, user_id, agent_name)
@@ -109,53 +119,68 @@ class UpdateQueue:
     def process_due(self) -> int:
         """Process what is due now (debounce elapsed, or add_nowait); returns items handled."""
         with self._cond:
-            due = self._nowait or (self._due_at is not None and self.clock.now() >= self._due_at)
+            force = self._nowait
+            due = force or (self._due_at is not None and self.clock.now() >= self._due_at)
             if not due:
                 return 0
             self._due_at, self._nowait = None, False
-        return self._drain(ignore_backoff=False)
+            self._busy += 1  # set with the timer cleared, so wait_idle never sees a gap
+        try:
+            return self._drain(ignore_backoff=False, force=force)
+        finally:
+            self._set_busy(-1)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Process every pending item now (shutdown). True if nothing is left pending."""
+        """Process every pending item now (shutdown). True if nothing is left unprocessed
+        (dead-lettered items count as unprocessed until ``retry_dead``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._drain(ignore_backoff=True, deadline=deadline)
-        return not self.outbox.items("pending") and not self.outbox.items("processing")
+        self._set_busy(+1)
+        try:
+            self._drain(ignore_backoff=True, force=True, deadline=deadline)
+        finally:
+            self._set_busy(-1)
+        return not self.outbox.counts()
 
-    def _drain(self, ignore_backoff: bool, deadline: float | None = None) -> int:
+    def _drain(self, ignore_backoff: bool, force: bool, deadline: float | None = None) -> int:
         handled = 0
         with self._work_lock:
-            self._set_busy(True)
-            try:
-                self.outbox.recover()
-                seen: set[int] = set()
-                while deadline is None or time.monotonic() < deadline:
-                    item = self.outbox.claim(self.clock.now(), ignore_backoff)
-                    if item is None or item.id in seen:
-                        if item is not None:  # failed earlier in this drain: leave it for later
-                            self.outbox.release(item.id)
-                        break
-                    seen.add(item.id)
-                    if handled:
-                        self._pause()
-                    self._process(item)
-                    handled += 1
-            finally:
-                self._set_busy(False)
+            self.outbox.recover()
+            seen: set[int] = set()
+            while deadline is None or time.monotonic() < deadline:
+                item = self.outbox.claim(self.clock.now(), ignore_backoff)
+                if item is None or item.id in seen:
+                    if item is not None:  # failed earlier in this drain: leave it for later
+                        self.outbox.release(item.id)
+                    break
+                seen.add(item.id)
+                if handled:
+                    self._pause()
+                self._process(item, force)
+                handled += 1
         return handled
 
-    def _process(self, item: OutboxItem) -> None:
+    def _process(self, item: OutboxItem, force: bool) -> None:
         self.calls += 1
         try:
-            self._pool().submit(self.processor, item).result()
+            self._pool().submit(self.processor, item, force).result()
+        except Deferred as later:
+            self.outbox.defer(item.id, later.until)
+            log.debug("queue item %s deferred until %s: %s", item.id, later.until, later)
+            self._wake_at(later.until)
+            return
         except Exception as exc:  # any failure keeps the item: never lose an update
             retry_at = self.clock.now() + timedelta(seconds=self._backoff(item.attempts))
             status = self.outbox.failed(item, f"{type(exc).__name__}: {exc}", retry_at, self.policy.max_attempts)
             log.warning("queue item %s (thread %s) failed, now %s: %s", item.id, item.thread_id, status, exc)
-            with self._cond:
-                if status == "pending" and (self._due_at is None or retry_at < self._due_at):
-                    self._due_at = retry_at
+            if status == "pending":
+                self._wake_at(retry_at)
             return
         self.outbox.done(item.id)
+
+    def _wake_at(self, moment: datetime) -> None:
+        with self._cond:
+            if self._due_at is None or moment < self._due_at:
+                self._due_at = moment
 
     def _backoff(self, attempts: int) -> float:
         return float(min(self.policy.backoff_base_seconds * (2 ** attempts), self.policy.backoff_max_seconds))
@@ -172,9 +197,9 @@ class UpdateQueue:
             self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tiermem-llm")
         return self._executor
 
-    def _set_busy(self, busy: bool) -> None:
+    def _set_busy(self, delta: int) -> None:
         with self._cond:
-            self._busy = busy
+            self._busy += delta
             self._cond.notify_all()
 
     # --- the background thread -----------------------------------------------------------

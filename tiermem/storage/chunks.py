@@ -9,7 +9,9 @@ carry ``agent_name = '*'`` (all agents of the user share them).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tiermem.storage.db import Database
@@ -46,6 +48,7 @@ class ChunkRepository:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.listeners: list[ChunkListener] = []
+        self._held = threading.local()
 
     def file_hash(self, user_id: str, path: str) -> str | None:
         row = self.db.conn.execute(
@@ -77,11 +80,31 @@ class ChunkRepository:
                 " ON CONFLICT (user_id, path) DO UPDATE SET sha256 = excluded.sha256",
                 (user_id, path, file_sha256),
             )
-        for listener in list(self.listeners):
-            if old:
-                listener("deleted", old)
-            if new:
-                listener("added", new)
+        self._emit("deleted", old)
+        self._emit("added", new)
+        return new
+
+    def append_chunks(self, user_id: str, path: str, expected_sha256: str, file_sha256: str,
+                      chunks: Sequence[Chunk]) -> list[int] | None:
+        """Add ``chunks`` of text appended to ``path`` if the index still holds the file as it was
+        before the append (hash ``expected_sha256``); ``None`` (nothing changed) otherwise."""
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?",
+                               (user_id, path)).fetchone()
+            if row is None or str(row[0]) != expected_sha256:
+                return None
+            new: list[int] = []
+            for c in chunks:
+                cur = conn.execute(
+                    "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
+                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day,
+                     content_hash(c.text)),
+                )
+                new.append(int(cur.lastrowid or 0))
+            conn.execute("UPDATE indexed_files SET sha256 = ? WHERE user_id = ? AND path = ?",
+                         (file_sha256, user_id, path))
+        self._emit("added", new)
         return new
 
     def forget_file(self, user_id: str, path: str) -> None:
@@ -91,9 +114,34 @@ class ChunkRepository:
                 "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
             conn.execute("DELETE FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))
             conn.execute("DELETE FROM indexed_files WHERE user_id = ? AND path = ?", (user_id, path))
+        self._emit("deleted", old)
+
+    @contextmanager
+    def held_notifications(self) -> Iterator[list[tuple[str, list[int]]]]:
+        """Inside this block, listener calls of this thread's writes are collected in the yielded
+        list instead of made; hand it to :meth:`notify` later (e.g. after releasing a file lock)."""
+        held: list[tuple[str, list[int]]] = []
+        previous = getattr(self._held, "calls", None)
+        self._held.calls = held
+        try:
+            yield held
+        finally:
+            self._held.calls = previous
+
+    def notify(self, calls: Sequence[tuple[str, list[int]]]) -> None:
+        """Make listener calls collected by :meth:`held_notifications`."""
+        for event, ids in calls:
+            self._emit(event, ids)
+
+    def _emit(self, event: str, ids: list[int]) -> None:
+        if not ids:
+            return
+        held: list[tuple[str, list[int]]] | None = getattr(self._held, "calls", None)
+        if held is not None:
+            held.append((event, ids))
+            return
         for listener in list(self.listeners):
-            if old:
-                listener("deleted", old)
+            listener(event, ids)
 
     def chunks(self, user_id: str, path: str | None = None) -> list[Chunk]:
         sql = "SELECT tier, path, line_start, line_end, text, day FROM chunks WHERE user_id = ?"

@@ -116,9 +116,267 @@ def _chunks(conn: sqlite3.Connection) -> None:
     )
 
 
+def _outbox(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            agent_name TEXT NOT NULL,
+            messages TEXT NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            enqueued_at TEXT NOT NULL,
+            not_before TEXT NOT NULL,
+            claimed_by TEXT,
+            claimed_at TEXT
+        );
+        CREATE UNIQUE INDEX outbox_pending_key ON outbox (thread_id, user_id, agent_name)
+            WHERE status = 'pending';
+        CREATE INDEX outbox_status ON outbox (status, not_before);
+
+        CREATE TABLE extracted_hashes (
+            user_id TEXT NOT NULL,
+            agent_name TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            md5 TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (user_id, agent_name, thread_id, md5)
+        );
+        """,
+    )
+
+
+def _journal(conn: sqlite3.Connection) -> None:
+    """Daily tier: MD5 hashes of flushed messages (R9) and days consumed by a Deep Dream (R12)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE flush_hashes (
+            namespace TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (namespace, digest)
+        );
+        CREATE INDEX flush_hashes_at ON flush_hashes (at);
+
+        CREATE TABLE consolidated_days (
+            user_id TEXT NOT NULL,
+            day TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (user_id, day)
+        );
+
+        -- a file's chunks in line order, both ways (neighbouring records, growing daily files)
+        CREATE INDEX chunks_file_start ON chunks (user_id, path, line_start);
+        CREATE INDEX chunks_file_end ON chunks (user_id, path, line_end);
+        """,
+    )
+
+
+def _plans(conn: sqlite3.Connection) -> None:
+    """Boulder state (R54-R56): one JSON row per plan; at most one active plan per scope."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE plans (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            agent_name TEXT NOT NULL,
+            status TEXT NOT NULL,
+            revision INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            data TEXT NOT NULL CHECK (json_valid(data))
+        );
+        CREATE INDEX plans_scope_status ON plans (user_id, agent_name, status, created_at);
+        CREATE UNIQUE INDEX plans_one_active ON plans (user_id, agent_name) WHERE status = 'active';
+        """,
+    )
+
+
+def _change_epochs(conn: sqlite3.Connection) -> None:
+    """Per-scope change counters kept by triggers: the system-context epoch of memory (R57)."""
+    bump = (
+        "INSERT INTO change_epochs (user_id, agent_name, topic, value) VALUES ({row}.user_id, {row}.agent_name,"
+        " 'memory', 1) ON CONFLICT (user_id, agent_name, topic) DO UPDATE SET value = value + 1;"
+    )
+    triggers = "".join(
+        f"CREATE TRIGGER {table}_epoch_{event.lower()} AFTER {event} ON {table} BEGIN "
+        f"{bump.format(row='OLD' if event == 'DELETE' else 'NEW')} END;\n"
+        for table in ("facts", "summaries") for event in ("INSERT", "UPDATE", "DELETE")
+    )
+    run_script(
+        conn,
+        """
+        CREATE TABLE change_epochs (
+            user_id TEXT NOT NULL,
+            agent_name TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            value INTEGER NOT NULL,
+            PRIMARY KEY (user_id, agent_name, topic)
+        );
+        """ + triggers,
+    )
+
+
+def _search_index(conn: sqlite3.Connection) -> None:
+    """Search (R44-R47): one row per searchable item in ``search_docs`` (facts and Markdown
+    chunks, kept in sync by triggers), two FTS5 indexes over it (``porter unicode61`` words and
+    ``trigram`` substrings), a log of removed items so in-memory vector indexes of other processes
+    catch up, and embeddings keyed by (content hash, model).
+
+    ``search_docs.id`` is AUTOINCREMENT: ids only grow, so "id > watermark" finds new items. A
+    changed fact or chunk gets a new row (delete + insert). ``embed_hash`` is filled by the search
+    engine once the item's vector is stored (NULL = not embedded yet); so is ``context`` (words
+    indexed with a lower weight: a daily record's date and its neighbouring records).
+    """
+    doc_columns = "source, ref, user_id, agent_name, tier, category, at, text"
+    fact_values = "'fact', NEW.id, NEW.user_id, NEW.agent_name, 'fact', NEW.category, NEW.created_at, NEW.content"
+    chunk_values = "'chunk', CAST(NEW.id AS TEXT), NEW.user_id, NEW.agent_name, NEW.tier, NULL, NEW.day, NEW.text"
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE search_docs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            source TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            agent_name TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            category TEXT,
+            at TEXT,
+            text TEXT NOT NULL,
+            context TEXT NOT NULL DEFAULT '',
+            embed_hash TEXT
+        );
+        CREATE UNIQUE INDEX search_docs_ref ON search_docs (source, ref);
+        CREATE INDEX search_docs_scope ON search_docs (user_id, agent_name, id);
+        CREATE INDEX search_docs_unembedded ON search_docs (id) WHERE embed_hash IS NULL;
+
+        CREATE TABLE search_removed (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER NOT NULL,
+            user_id TEXT NOT NULL
+        );
+
+        CREATE TABLE embeddings (
+            content_hash TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (content_hash, model)
+        ) WITHOUT ROWID;
+
+        CREATE VIRTUAL TABLE search_words USING fts5(
+            text, context, content='search_docs', content_rowid='id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE search_grams USING fts5(
+            text, content='search_docs', content_rowid='id', tokenize='trigram'
+        );
+        CREATE VIRTUAL TABLE search_words_vocab USING fts5vocab(search_words, 'row');
+        CREATE VIRTUAL TABLE search_grams_vocab USING fts5vocab(search_grams, 'row');
+
+        CREATE TRIGGER search_docs_insert AFTER INSERT ON search_docs BEGIN
+            INSERT INTO search_words (rowid, text, context) VALUES (NEW.id, NEW.text, NEW.context);
+            INSERT INTO search_grams (rowid, text) VALUES (NEW.id, NEW.text);
+        END;
+        CREATE TRIGGER search_docs_delete AFTER DELETE ON search_docs BEGIN
+            INSERT INTO search_words (search_words, rowid, text, context) VALUES ('delete', OLD.id, OLD.text,
+                                                                                  OLD.context);
+            INSERT INTO search_grams (search_grams, rowid, text) VALUES ('delete', OLD.id, OLD.text);
+            INSERT INTO search_removed (doc_id, user_id) VALUES (OLD.id, OLD.user_id);
+        END;
+        CREATE TRIGGER search_docs_text AFTER UPDATE OF text ON search_docs BEGIN
+            INSERT INTO search_words (search_words, rowid, text, context) VALUES ('delete', OLD.id, OLD.text,
+                                                                                  OLD.context);
+            INSERT INTO search_grams (search_grams, rowid, text) VALUES ('delete', OLD.id, OLD.text);
+            INSERT INTO search_words (rowid, text, context) VALUES (NEW.id, NEW.text, NEW.context);
+            INSERT INTO search_grams (rowid, text) VALUES (NEW.id, NEW.text);
+        END;
+        CREATE TRIGGER search_docs_context AFTER UPDATE OF context ON search_docs
+        WHEN OLD.text IS NEW.text BEGIN
+            INSERT INTO search_words (search_words, rowid, text, context) VALUES ('delete', OLD.id, OLD.text,
+                                                                                  OLD.context);
+            INSERT INTO search_words (rowid, text, context) VALUES (NEW.id, NEW.text, NEW.context);
+        END;
+
+        CREATE TRIGGER facts_search_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO search_docs ({doc_columns}) VALUES ({fact_values});
+        END;
+        CREATE TRIGGER facts_search_delete AFTER DELETE ON facts BEGIN
+            DELETE FROM search_docs WHERE source = 'fact' AND ref = OLD.id;
+        END;
+        CREATE TRIGGER facts_search_update AFTER UPDATE ON facts
+        WHEN OLD.content IS NOT NEW.content OR OLD.category IS NOT NEW.category
+            OR OLD.created_at IS NOT NEW.created_at OR OLD.id IS NOT NEW.id
+            OR OLD.user_id IS NOT NEW.user_id OR OLD.agent_name IS NOT NEW.agent_name
+        BEGIN
+            DELETE FROM search_docs WHERE source = 'fact' AND ref = OLD.id;
+            INSERT INTO search_docs ({doc_columns}) VALUES ({fact_values});
+        END;
+
+        CREATE TRIGGER chunks_search_insert AFTER INSERT ON chunks BEGIN
+            INSERT INTO search_docs ({doc_columns}) VALUES ({chunk_values});
+        END;
+        CREATE TRIGGER chunks_search_delete AFTER DELETE ON chunks BEGIN
+            DELETE FROM search_docs WHERE source = 'chunk' AND ref = CAST(OLD.id AS TEXT);
+        END;
+        CREATE TRIGGER chunks_search_update AFTER UPDATE ON chunks
+        WHEN OLD.text IS NOT NEW.text OR OLD.tier IS NOT NEW.tier OR OLD.day IS NOT NEW.day
+            OR OLD.id IS NOT NEW.id OR OLD.user_id IS NOT NEW.user_id
+        BEGIN
+            DELETE FROM search_docs WHERE source = 'chunk' AND ref = CAST(OLD.id AS TEXT);
+            INSERT INTO search_docs ({doc_columns}) VALUES ({chunk_values});
+        END;
+
+        INSERT INTO search_docs ({doc_columns})
+            SELECT 'fact', id, user_id, agent_name, 'fact', category, created_at, content FROM facts ORDER BY rowid;
+        INSERT INTO search_docs ({doc_columns})
+            SELECT 'chunk', CAST(id AS TEXT), user_id, agent_name, tier, NULL, day, text FROM chunks ORDER BY id;
+        """,
+    )
+
+
+def _dreams(conn: sqlite3.Connection) -> None:
+    """Deep Dream (R38, R41): replaced MEMORY.md versions and the last processed daily hash, per user."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE core_versions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            cause TEXT NOT NULL,
+            content TEXT NOT NULL,
+            existed INTEGER NOT NULL,
+            sha256 TEXT NOT NULL
+        );
+        CREATE INDEX core_versions_user ON core_versions (user_id, id);
+
+        CREATE TABLE dream_state (
+            user_id TEXT PRIMARY KEY,
+            daily_sha256 TEXT NOT NULL,
+            days TEXT NOT NULL,
+            at TEXT NOT NULL
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _facts,
     _chunks,
+    _outbox,
+    _journal,
+    _plans,
+    _change_epochs,
+    _search_index,
+    _dreams,
 ]
 
 

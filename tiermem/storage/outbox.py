@@ -72,7 +72,8 @@ class OutboxRepository:
                 "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before)"
                 " VALUES (?, ?, ?, ?, 'pending', ?, ?)"
                 " ON CONFLICT (thread_id, user_id, agent_name) WHERE status = 'pending'"
-                " DO UPDATE SET messages = excluded.messages, enqueued_at = excluded.enqueued_at RETURNING id",
+                " DO UPDATE SET messages = excluded.messages, enqueued_at = excluded.enqueued_at,"
+                " not_before = CASE WHEN attempts = 0 THEN excluded.not_before ELSE not_before END RETURNING id",
                 (thread_id, scope.user_id, scope.agent_name, json.dumps(messages, ensure_ascii=False),
                  utc_iso(now), utc_iso(now)),
             ).fetchone()
@@ -96,6 +97,12 @@ class OutboxRepository:
     def done(self, item_id: int) -> None:
         with self.db.transaction() as conn:
             conn.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
+
+    def defer(self, item_id: int, until: datetime) -> None:
+        """Back to pending, not before ``until``, without counting a failure."""
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE outbox SET status = 'pending', not_before = ?, claimed_by = NULL, claimed_at = NULL"
+                         " WHERE id = ?", (utc_iso(until), item_id))
 
     def release(self, item_id: int) -> None:
         """Give a claimed item back untouched (pending again)."""

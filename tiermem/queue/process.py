@@ -1,0 +1,105 @@
+"""What processing one queued item means (R28): only the messages not extracted before, without
+``[SCHEDULED]`` pairs, go to the Daily tier as a record and — with an LLM — through extraction.
+
+The Daily write is deduplicated with its own flush-hash namespace, so a retry after a failed
+extraction never writes the same record twice; the thread's extraction hashes are recorded only
+after extraction succeeded, so a failure leaves the turns to the next attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from tiermem import validate
+from tiermem.errors import InvalidInput
+from tiermem.queue.worker import Deferred
+from tiermem.redact import redact
+from tiermem.storage.journal import FlushHashRepository
+from tiermem.storage.outbox import OutboxItem, OutboxRepository
+from tiermem.tiers.flush import prepare_flush
+from tiermem.tiers.records import extractive_lines
+from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.memory import Memory
+
+log = logging.getLogger(__name__)
+
+CONVERSATION_KIND = "Conversation"
+MAX_ITEM_BYTES = 4_000_000
+
+
+def prepare_messages(messages: Any, scrub: bool) -> list[dict[str, Any]]:
+    """Validate a thread (OpenAI or Anthropic shape) and redact secrets before it is persisted."""
+    checked = validate.messages(messages)
+    cleaned = [_scrub_message(m) for m in checked] if scrub else [dict(m) for m in checked]
+    try:
+        size = len(json.dumps(cleaned, ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"messages must be JSON-serialisable: {exc}") from exc
+    if size > MAX_ITEM_BYTES:
+        raise InvalidInput(f"the thread is {size} bytes; the limit per queued item is {MAX_ITEM_BYTES}")
+    return cleaned
+
+
+def _scrub_message(message: dict[str, Any]) -> dict[str, Any]:
+    out = dict(message)
+    body = out.get("content")
+    if isinstance(body, str):
+        out["content"] = redact(body)
+    elif isinstance(body, list):
+        out["content"] = [{**b, "text": redact(b["text"])} if isinstance(b.get("text"), str) else b for b in body]
+    return out
+
+
+class QueueProcessor:
+    """Processes outbox items for any scope of one root (other scopes get their own Memory)."""
+
+    def __init__(self, memory: Memory, outbox: OutboxRepository, hashes: FlushHashRepository,
+                 open_scope: Callable[[Scope], Memory]) -> None:
+        self.memory = memory
+        self.outbox = outbox
+        self.hashes = hashes
+        self.open_scope = open_scope
+
+    def __call__(self, item: OutboxItem, force: bool = False) -> None:
+        mem = self.memory if item.scope == self.memory.scope else self.open_scope(item.scope)
+        seen = partial(self._extracted, item)
+        batch = prepare_flush(item.messages, seen)
+        if not batch.messages:
+            log.debug("queue item %s: nothing new in thread %s", item.id, item.thread_id)
+            return
+        self._write_daily(mem, item, batch.messages, batch.digests)
+        if mem.llm is not None:
+            self._hold_small_batch(mem, item, batch.messages, force)
+            mem.extract([m.to_dict() for m in batch.messages], thread_id=item.thread_id)
+        self.outbox.mark_extracted(item.scope, item.thread_id, batch.digests, mem.clock.now())
+
+    @staticmethod
+    def _hold_small_batch(mem: Memory, item: OutboxItem, messages: list[Any], force: bool) -> None:
+        """P4: extract once a thread has ``extract_min_turns`` new user turns, or once it has been
+        quiet for ``extract_idle_seconds``, or on flush. Until then the Daily record is written
+        and the item waits (its turns are visible to ``include_pending`` searches)."""
+        settings = mem.settings
+        user_turns = sum(1 for m in messages if m.role == "user" and not m.is_tool_result)
+        quiet_until = item.enqueued_at + timedelta(seconds=settings.extract_idle_seconds)
+        if force or user_turns >= settings.extract_min_turns or mem.clock.now() >= quiet_until:
+            return
+        raise Deferred(quiet_until, f"{user_turns} new user turns < {settings.extract_min_turns}; waiting")
+
+    def _extracted(self, item: OutboxItem, digests: list[str]) -> set[str]:
+        return self.outbox.extracted(item.scope, item.thread_id) & set(digests)
+
+    def _write_daily(self, mem: Memory, item: OutboxItem, messages: list[Any], digests: list[str]) -> None:
+        namespace = f"queue:{item.scope.user_id}:{item.scope.agent_name}:{item.thread_id}"
+        done = self.hashes.seen(namespace, digests)
+        fresh = [m for m, d in zip(messages, digests, strict=True) if d not in done]
+        lines = extractive_lines(fresh)
+        if lines:
+            mem.daily.append(CONVERSATION_KIND, lines)
+        self.hashes.remember(namespace, digests, mem.clock.now())

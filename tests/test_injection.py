@@ -43,7 +43,9 @@ def test_empty_sections_left_out(mem: Memory) -> None:
     mem.facts.set_summaries({"topOfMind": "Tax return"})
     assert mem.format_for_injection() == "User Context:\n- Current Focus: Tax return"
     mem.facts.add("Has a cat", "context", 0.8)
-    assert mem.format_for_injection() == "User Context:\n- Current Focus: Tax return\n\nFacts:\n- [context | 0.80] Has a cat"
+    assert mem.format_for_injection() == (
+        "User Context:\n- Current Focus: Tax return\n\nFacts:\n- [context | 0.80] Has a cat"
+    )
 
 
 def test_budget_drops_lowest_confidence_first(mem: Memory) -> None:

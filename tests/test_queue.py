@@ -139,7 +139,7 @@ def test_pause_between_consecutive_updates(qmem: Memory, model: TimedModel, cloc
     model.replies += [reply("a"), reply("b"), reply("c")]
     clock.advance(30)
     settle(qmem)
-    gaps = [(b - a).total_seconds() for a, b in zip(model.times, model.times[1:])]
+    gaps = [(b - a).total_seconds() for a, b in zip(model.times, model.times[1:], strict=False)]
     assert gaps == [0.5, 0.5]
 
 

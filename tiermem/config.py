@@ -50,11 +50,11 @@ class Settings:
     redact_secrets: bool = True
     dream_schedule: str | None = "03:00"
     dream_lookback_days: int = 2
-    search_keyword_weight: float = 1.0
+    search_keyword_weight: float = 2.0  # weighted fusion 2:1 measured best on LoCoMo (bench/locomo.py)
     search_vector_weight: float = 1.0
     search_recency_half_life_days: float | None = None
     search_mmr_lambda: float | None = None
-    search_fusion: str = "rrf"  # "rrf" | "weighted" (chosen by bench/locomo.py)
+    search_fusion: str = "weighted"  # or "rrf"; weighted beat RRF on LoCoMo by 0.07-0.09 R@10
     search_candidates: int = 50  # per retriever, before fusion
     search_keyword_budget: int = 20_000  # summed document frequency of the terms one query may use
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)

@@ -25,13 +25,13 @@ from tiermem.storage.facts import FactRepository
 from tiermem.types import Fact, Scope, SearchHit
 
 if TYPE_CHECKING:
-    from tiermem.queue.worker import UpdateQueue
     from tiermem.compress import CompressionResult
     from tiermem.dream.runner import DreamResult, DreamRunner, RollbackResult
     from tiermem.dream.schedule import DreamScheduler
     from tiermem.extract.apply import ExtractionReport
     from tiermem.models.protocols import ChatModel, Embedder
     from tiermem.plans.store import PlanStore
+    from tiermem.queue.worker import UpdateQueue
     from tiermem.search.engine import SearchEngine
     from tiermem.search.indexer import IndexStatus, ReindexResult
     from tiermem.storage.dreams import CoreVersion
@@ -330,8 +330,15 @@ class Memory:
         self._search.pending_sources.append(PendingHits(queue.pending, lambda: self.embedder))
         return queue
 
+    def for_scope(self, user_id: str, agent_name: str = "default") -> Memory:
+        """A Memory for another scope of this root, sharing this one's providers and clock
+        (closed with this one)."""
+        return self._scoped(Scope(validate.name(user_id, "user_id"), validate.name(agent_name, "agent_name")))
+
     def _scoped(self, scope: Scope) -> Memory:
         """A Memory for another scope of this root (queued items may name any user/agent)."""
+        if scope == self.scope:
+            return self
         with self._close_lock:
             child = self._children.get(scope)
             if child is None:

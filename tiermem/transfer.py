@@ -83,9 +83,8 @@ def _simple_section(name: str, table: str, columns: tuple[str, ...], order: str,
         where = " AND ".join(f"{k} = ?" for k in key)
         for row in rows:
             old = conn.execute(f"SELECT {cols} FROM {table} WHERE {where}", [row[k] for k in key]).fetchone()
-            if old is not None and dict(old) != {c: row.get(c) for c in columns}:
-                if not replace:
-                    raise ImportConflict(f"{name} {[row[k] for k in key]} exists with other content (use --replace)")
+            if old is not None and dict(old) != {c: row.get(c) for c in columns} and not replace:
+                raise ImportConflict(f"{name} {[row[k] for k in key]} exists with other content (use --replace)")
             conn.execute(f"INSERT OR REPLACE INTO {table} ({cols}) VALUES ({marks})", [row.get(c) for c in columns])
         return len(rows)
 

@@ -31,9 +31,10 @@ def remember(ctx: click.Context, contents: tuple[str, ...], category: str, confi
     items = [NewFact.checked(text, category, confidence, source) for text in contents]
     results = mem.facts.add_many(items)
     if as_json:
-        print_json([{"content": i.content, "fact": f.to_dict() if f else None} for i, f in zip(items, results)])
+        pairs = zip(items, results, strict=True)
+        print_json([{"content": i.content, "fact": f.to_dict() if f else None} for i, f in pairs])
         return
-    for item, fact in zip(items, results):
+    for item, fact in zip(items, results, strict=True):
         if fact:
             click.echo(f"remembered {fact.id}: {fact.content}")
         else:

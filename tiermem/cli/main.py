@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "tiermem.cli.plan",
     "tiermem.cli.mcp",
     "tiermem.cli.dream",
+    "tiermem.cli.tiers",
 )
 
 for _module in COMMAND_MODULES:

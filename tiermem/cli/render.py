@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tiermem.clock import utc_iso
-from tiermem.types import AuditEntry, Fact
+from tiermem.types import AuditEntry, Fact, SearchHit
 
 console = Console(soft_wrap=False)
 
@@ -34,4 +34,17 @@ def history_table(entries: Sequence[AuditEntry]) -> None:
         table.add_column(column, overflow="fold")
     for e in entries:
         table.add_row(utc_iso(e.at)[:19] + "Z", e.action, e.fact_id or "", (e.content or "")[:80], e.reason)
+    console.print(table)
+
+
+def hit_table(hits: Sequence[SearchHit]) -> None:
+    if not hits:
+        console.print("[dim]no hits[/dim]")
+        return
+    table = Table()
+    for column in ("score", "tier", "source", "text"):
+        table.add_column(column, overflow="fold")
+    for h in hits:
+        tier = h.tier + (" (pending)" if h.provisional else "")
+        table.add_row(f"{h.score:.3f}", tier, h.ref, h.text)
     console.print(table)

@@ -143,7 +143,8 @@ class OutboxRepository:
 
     def retry_dead(self, now: datetime) -> int:
         with self.db.transaction() as conn:
-            cur = conn.execute("UPDATE outbox SET status = 'pending', attempts = 0, not_before = ? WHERE status = 'dead'"
+            cur = conn.execute("UPDATE outbox SET status = 'pending', attempts = 0, not_before = ?"
+                               " WHERE status = 'dead'"
                                " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.status = 'pending'"
                                " AND o.thread_id = outbox.thread_id AND o.user_id = outbox.user_id"
                                " AND o.agent_name = outbox.agent_name)", (utc_iso(now),))
@@ -175,6 +176,7 @@ class OutboxRepository:
     def mark_extracted(self, scope: Scope, thread_id: str, hashes: list[str], now: datetime) -> None:
         with self.db.transaction() as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO extracted_hashes (user_id, agent_name, thread_id, md5, at) VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO extracted_hashes (user_id, agent_name, thread_id, md5, at)"
+                " VALUES (?, ?, ?, ?, ?)",
                 [(scope.user_id, scope.agent_name, thread_id, h, utc_iso(now)) for h in hashes],
             )

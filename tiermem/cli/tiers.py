@@ -1,0 +1,189 @@
+"""``tiermem search``, ``daily``, ``reindex``, ``ingest``, ``queue``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from tiermem.cli.app import cli, json_option, print_json, state_of
+from tiermem.types import CATEGORIES, TIERS
+
+
+@contextmanager
+def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar on stderr (silent with --json or when not a terminal)."""
+    if not enabled:
+        yield lambda done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="Number of hits.")
+@click.option("--tier", type=click.Choice(TIERS), default=None, help="Only facts, MEMORY.md or daily records.")
+@click.option("--category", "-c", type=click.Choice(CATEGORIES), default=None)
+@click.option("--since", default=None, help="Earliest date (YYYY-MM-DD).")
+@click.option("--until", default=None, help="Latest date (YYYY-MM-DD).")
+@click.option("--pending", is_flag=True, help="Also show queued turns not extracted yet (provisional).")
+@json_option
+@click.pass_context
+def search(ctx: click.Context, query: str, k: int, tier: str | None, category: str | None, since: str | None,
+           until: str | None, pending: bool, as_json: bool) -> None:
+    """Hybrid keyword + vector search over facts, MEMORY.md and the daily journal.
+
+    \b
+    Example:
+      tiermem search "where does the user live" -k 5 --json
+    """
+    hits = state_of(ctx).memory().search(query, k=k, category=category, tier=tier, since=since, until=until,
+                                         include_pending=pending)
+    if as_json:
+        print_json([h.to_dict() for h in hits])
+        return
+    from tiermem.cli.render import hit_table
+
+    hit_table(hits)
+
+
+@cli.command()
+@click.argument("day", required=False)
+@click.pass_context
+def daily(ctx: click.Context, day: str | None) -> None:
+    """Print the daily journal of DAY (YYYY-MM-DD; default today).
+
+    \b
+    Example:
+      tiermem daily 2026-03-14
+    """
+    text = state_of(ctx).memory().daily.read(day)
+    if not text:
+        raise click.ClickException(f"no daily file for {day or 'today'}")
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+@cli.command()
+@click.option("--vectors/--no-vectors", default=True, show_default=True,
+              help="Also embed items missing a vector for the current embedder.")
+@json_option
+@click.pass_context
+def reindex(ctx: click.Context, vectors: bool, as_json: bool) -> None:
+    """Rebuild the search index from MEMORY.md and the daily files (after hand edits or a model change).
+
+    \b
+    Example:
+      tiermem reindex
+    """
+    mem = state_of(ctx).memory()
+    files = mem.reindex()
+    data: dict[str, object] = {"files": files}
+    if vectors:
+        with progress_bar("embedding", not as_json and sys.stderr.isatty()) as update:
+            result = mem.reindex_vectors(progress=update)
+        data.update({"model": result.model, "embedded": result.embedded, "reused": result.reused})
+    if as_json:
+        print_json(data)
+    else:
+        click.echo(", ".join(f"{key}: {value}" for key, value in data.items()))
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
+@json_option
+@click.pass_context
+def ingest(ctx: click.Context, file: Path, as_json: bool) -> None:
+    """Feed a transcript (JSON Lines or a JSON list of {"role", "content"} messages, optional
+    thread_id, user_id, agent_name, timestamp) through the Daily tier and, with an LLM, extraction.
+
+    \b
+    Example:
+      TIERMEM_LLM=openai:gpt-4o-mini tiermem ingest chat.jsonl
+    """
+    from tiermem.ingest import ingest as run_ingest
+    from tiermem.ingest import parse_transcript
+
+    text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    mem = state_of(ctx).memory()
+    with progress_bar("ingesting", not as_json and sys.stderr.isatty()) as update:
+        report = run_ingest(mem, parse_transcript(text), progress=update)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        click.echo(f"{report.messages} messages in {report.threads} threads: {report.daily_lines} daily lines, "
+                   f"{report.llm_calls} LLM calls, {report.facts_added} facts added")
+        if mem.llm is None:
+            click.echo("no LLM configured: facts were not extracted (set TIERMEM_LLM, e.g. openai:gpt-4o-mini)")
+
+
+@cli.group()
+def queue() -> None:
+    """Inspect and drive the durable update queue.
+
+    \b
+    Example:
+      tiermem queue status
+    """
+
+
+@queue.command("status")
+@json_option
+@click.pass_context
+def queue_status(ctx: click.Context, as_json: bool) -> None:
+    """Pending and dead-lettered items with their last error.
+
+    \b
+    Example:
+      tiermem queue status --json
+    """
+    items = state_of(ctx).memory().queue.pending()
+    rows = [{"id": i.id, "thread": i.thread_id, "user": i.scope.user_id, "agent": i.scope.agent_name,
+             "status": i.status, "attempts": i.attempts, "error": i.last_error} for i in items]
+    if as_json:
+        print_json(rows)
+    else:
+        for row in rows:
+            click.echo(" ".join(f"{k}={v}" for k, v in row.items()))
+        if not rows:
+            click.echo("the queue is empty")
+
+
+@queue.command("retry")
+@click.pass_context
+def queue_retry(ctx: click.Context) -> None:
+    """Put dead-lettered items back in the queue and process them now.
+
+    \b
+    Example:
+      tiermem queue retry
+    """
+    mem = state_of(ctx).memory()
+    count = mem.queue.retry_dead()
+    drained = mem.queue.flush(timeout=300)
+    click.echo(f"retried {count} items; queue {'empty' if drained else 'still has items (see tiermem queue status)'}")
+
+
+@queue.command("flush")
+@click.option("--timeout", type=float, default=300.0, show_default=True)
+@click.pass_context
+def queue_flush(ctx: click.Context, timeout: float) -> None:
+    """Process every pending item now.
+
+    \b
+    Example:
+      tiermem queue flush --timeout 60
+    """
+    drained = state_of(ctx).memory().queue.flush(timeout=timeout)
+    click.echo("queue empty" if drained else "items left (see tiermem queue status)")

@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "tiermem.cli.mcp",
     "tiermem.cli.dream",
     "tiermem.cli.tiers",
+    "tiermem.cli.demo",
 )
 
 for _module in COMMAND_MODULES:

@@ -84,13 +84,15 @@ def demo(ctx: click.Context, session_tokens: int) -> None:
     view.header()
     for thread, rows in _threads(sample):
         session = mem.session(f"demo-{thread}")
+        so_far: list[dict[str, str]] = []
         for row in rows:
             clock.set(_when(row, today, tz, last_day))
             session.add(row["role"], row["content"])
-            if "remember" in row:
+            so_far.append({"role": row["role"], "content": row["content"]})
+            if "remember" in row:  # the assistant's remember tool call
                 mem.facts.add(**row["remember"], source=thread)
             if mem.llm is not None:
-                mem.queue.add(thread, [{"role": r["role"], "content": r["content"]} for r in rows[: rows.index(row) + 1]])
+                mem.queue.add(thread, list(so_far))
         clock.set(clock.now() + timedelta(minutes=1))
         view.session_done(thread, session)
         session.end()

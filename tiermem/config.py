@@ -56,7 +56,7 @@ class Settings:
     search_mmr_lambda: float | None = None
     search_fusion: str = "weighted"  # or "rrf"; weighted beat RRF on LoCoMo by 0.07-0.09 R@10
     search_candidates: int = 50  # per retriever, before fusion
-    search_keyword_budget: int = 20_000  # summed document frequency of the terms one query may use
+    search_keyword_budget: int = 5_000  # summed document frequency of the terms one query may use (BM25 cost)
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
     search_context_weight: float = 0.5  # BM25 weight of that context against the chunk's own text
     search_exact_max_items: int = 50_000  # above: binary-code shortlist, then re-scoring

@@ -171,6 +171,8 @@ class Memory:
         ``tier``: "fact" | "core" | "daily"; ``category`` (facts only); ``since``/``until``: date,
         datetime or ISO string (facts by creation time, daily records by day). Bad arguments
         raise :class:`InvalidInput`; control characters in ``query`` are ignored.
+        ``include_pending``: also ask the engine's ``pending_sources`` (queued items not extracted
+        yet) for hits, marked ``provisional``.
         """
         return self._search.search(self.scope, query, k, category, tier, since, until, include_pending)
 

@@ -1,0 +1,218 @@
+"""P1: LoCoMo turn-level evidence recall of ``mem.search`` (no LLM).
+
+    python bench/locomo.py --data ../shared/data/locomo_dev.json --json [--embedder local|hash]
+
+Every turn of every session becomes one daily record ``- Speaker: text`` in a synthetic daily
+file ``memory/<session date>.md`` of the conversation's user (one user per conversation, all in one
+database, so scopes are exercised too). Each question (categories 1-4) is the query; a question's
+R@k is the fraction of its evidence turns among the turns of the top-k hits; a category's figure
+is the mean over its questions and "overall" the mean over all questions of categories 1-4.
+Malformed evidence ids ("D8:6; D9:17", "D:11:26", "D30:05") are normalised; a question left with
+no valid evidence id is not counted (reported as ``skipped``).
+
+The data is not part of the repository (CC BY-NC 4.0): it is read from ``../shared/data/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from tiermem import Memory
+from tiermem.storage.chunks import Chunk, ChunkRepository
+from tiermem.testing import HashEmbedder
+from tiermem.tiers.paths import UserPaths
+
+SESSION_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+CATEGORIES = ("1", "2", "3", "4")
+_EVIDENCE_RE = re.compile(r"D:?(\d+):0*(\d+)")
+
+
+@dataclass
+class DailyFile:
+    """One synthetic daily file: its text, its chunks (one per turn) and line -> dia_id."""
+
+    path: str  # relative to the user's root: memory/YYYY-MM-DD.md
+    day: date
+    lines: list[str] = field(default_factory=list)
+    dia_of_line: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+    def chunks(self) -> list[Chunk]:
+        return [Chunk("daily", self.path, line, line, self.lines[line - 1], self.day.isoformat())
+                for line in sorted(self.dia_of_line)]
+
+
+def turn_text(turn: dict[str, Any], captions: bool) -> str:
+    text = " ".join(str(turn.get("text", "")).split())
+    if captions and turn.get("blip_caption"):
+        text += f" [shares a photo: {turn['blip_caption']}]"
+    return f"{turn['speaker']}: {text}"
+
+
+def daily_files(conversation: dict[str, Any], captions: bool = False) -> list[DailyFile]:
+    """The one mapping between LoCoMo turns and daily records: sessions go into the file of
+    their date (several sessions of a day share it), one ``- Speaker: text`` line per turn, and
+    ``dia_of_line`` maps each record's line number back to the turn's ``dia_id``."""
+    sessions = sorted((int(key.split("_")[1]), value) for key, value in conversation.items()
+                      if re.fullmatch(r"session_\d+", key) and isinstance(value, list))
+    files: dict[date, DailyFile] = {}
+    for number, turns in sessions:
+        when = datetime.strptime(conversation[f"session_{number}_date_time"], SESSION_DATE_FORMAT)
+        day = when.date()
+        daily = files.get(day)
+        if daily is None:
+            daily = files[day] = DailyFile(f"memory/{day.isoformat()}.md", day, [f"# Daily Memory: {day.isoformat()}"])
+        daily.lines += ["", f"## Conversation ({when:%H:%M})"]
+        for turn in turns:
+            daily.lines.append("- " + turn_text(turn, captions))
+            daily.dia_of_line[len(daily.lines)] = str(turn["dia_id"])
+    return [files[day] for day in sorted(files)]
+
+
+def normalise_evidence(ids: list[Any]) -> list[str]:
+    """``["D8:6; D9:17", "D:11:26", "D30:05"]`` -> ``["D8:6", "D9:17", "D11:26", "D30:5"]``."""
+    out: list[str] = []
+    for raw in ids:
+        for part in re.split(r"[;,\s]+", str(raw)):
+            match = _EVIDENCE_RE.fullmatch(part.strip())
+            if match:
+                out.append(f"D{int(match[1])}:{int(match[2])}")
+    return list(dict.fromkeys(out))
+
+
+def hit_turns(ref: str, by_path: dict[str, DailyFile]) -> list[str]:
+    """The dia_ids a hit's ``path#Lstart-Lend`` covers."""
+    path, _, lines = ref.partition("#")
+    match = re.fullmatch(r"L(\d+)-L(\d+)", lines)
+    daily = by_path.get(path)
+    if daily is None or match is None:
+        return []
+    return [daily.dia_of_line[n] for n in range(int(match[1]), int(match[2]) + 1) if n in daily.dia_of_line]
+
+
+def ingest(mem: Memory, files: list[DailyFile]) -> None:
+    """Write the files where the Daily tier keeps them and index them as one chunk per turn."""
+    paths = UserPaths.for_user(mem.root, mem.scope.user_id)
+    repo = ChunkRepository(mem.db)
+    for daily in files:
+        target = paths.root / daily.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = daily.text.encode("utf-8")
+        target.write_bytes(data)
+        repo.replace_file(mem.scope.user_id, daily.path, hashlib.sha256(data).hexdigest(), daily.chunks())
+
+
+def make_embedder(name: str) -> Any:
+    return HashEmbedder(384) if name == "hash" else name
+
+
+def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {"timezone": "UTC", "search_fusion": args.fusion,
+                                "search_chunk_context": not args.no_context}
+    if args.candidates:
+        settings["search_candidates"] = args.candidates
+    for item in args.set:
+        key, _, value = item.partition("=")
+        settings[key] = value
+    if args.keyword_weight is not None:
+        settings["search_keyword_weight"] = args.keyword_weight
+    if args.vector_weight is not None:
+        settings["search_vector_weight"] = args.vector_weight
+    recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+    latencies: list[float] = []
+    skipped = 0
+    index_seconds = 0.0
+    model = ""
+    embedder = make_embedder(args.embedder)
+    for sample in data:
+        user = re.sub(r"[^A-Za-z0-9_.@-]", "-", str(sample["sample_id"]))
+        with Memory(root, embedder=embedder, user_id=user, **settings) as mem:
+            files = daily_files(sample["conversation"], args.captions)
+            started = time.perf_counter()
+            ingest(mem, files)
+            mem.search("warm up", k=1)  # embeds the new records, loads the index
+            index_seconds += time.perf_counter() - started
+            model = mem.vector_status().model
+            by_path = {f.path: f for f in files}
+            for qa in sample["qa"]:
+                category = str(qa.get("category"))
+                if category not in CATEGORIES:
+                    continue
+                evidence = set(normalise_evidence(qa.get("evidence") or []))
+                if not evidence:
+                    skipped += 1
+                    continue
+                started = time.perf_counter()
+                hits = mem.search(str(qa["question"]), k=10)
+                latencies.append((time.perf_counter() - started) * 1000)
+                for k in (5, 10):
+                    found = {turn for hit in hits[:k] for turn in hit_turns(hit.ref, by_path)}
+                    recalls[category][k].append(len(found & evidence) / len(evidence))
+    return report(recalls, latencies, skipped, index_seconds, model, settings)
+
+
+def report(recalls: dict[str, dict[int, list[float]]], latencies: list[float], skipped: int,
+           index_seconds: float, model: str, settings: dict[str, Any]) -> dict[str, Any]:
+    every = {k: [r for c in CATEGORIES for r in recalls[c][k]] for k in (5, 10)}
+    figures = {c: {"R@5": round(statistics.fmean(recalls[c][5]), 4), "R@10": round(statistics.fmean(recalls[c][10]), 4)}
+               for c in CATEGORIES if recalls[c][10]}
+    figures["overall"] = {"R@5": round(statistics.fmean(every[5]), 4), "R@10": round(statistics.fmean(every[10]), 4)}
+    return {
+        "recall": figures,
+        "questions": {c: len(recalls[c][10]) for c in CATEGORIES} | {"overall": len(every[10])},
+        "skipped": skipped,
+        "latency_ms": {"median": round(statistics.median(latencies), 2),
+                       "p95": round(sorted(latencies)[int(0.95 * (len(latencies) - 1))], 2)},
+        "index_seconds": round(index_seconds, 2),
+        "embedder": model,
+        "settings": {k: v for k, v in settings.items() if k != "timezone"},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/locomo_dev.json"))
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--embedder", default="local", help="local (default), hash, or any embedder name")
+    parser.add_argument("--fusion", default="weighted", choices=("rrf", "weighted"))
+    parser.add_argument("--candidates", type=int, default=0, help="candidates per retriever (default: settings)")
+    parser.add_argument("--keyword-weight", type=float, help="0 = vectors alone")
+    parser.add_argument("--vector-weight", type=float, help="0 = keywords alone")
+    parser.add_argument("--no-context", action="store_true", help="embed each record without its neighbours")
+    parser.add_argument("--captions", action="store_true", help="append the image captions to the turns")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other setting")
+    parser.add_argument("--root", help="keep the built memory here (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    if args.root:
+        result = evaluate(data, Path(args.root), args)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tiermem-locomo-") as tmp:
+            result = evaluate(data, Path(tmp), args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for name, figures in result["recall"].items():
+            print(f"{name:>8}  R@5 {figures['R@5']:.3f}  R@10 {figures['R@10']:.3f}  (n={result['questions'][name]})")
+        print(f"latency median {result['latency_ms']['median']} ms, p95 {result['latency_ms']['p95']} ms;"
+              f" indexing {result['index_seconds']} s; embedder {result['embedder']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""``SearchEngine``: hybrid keyword + vector search over facts, ``MEMORY.md`` and daily records.
+
+One search (R44-R49):
+
+1. validate the arguments (``InvalidInput`` otherwise): the query (control characters dropped,
+   then it must hold something), ``k`` in 1..1000, tier, category, date range;
+2. bring the scope's vector index up to date (new items embedded, other processes' writes);
+3. keyword candidates: the word index (BM25, stop words removed), the trigram index for
+   Chinese/Japanese/Korean/Thai text, a substring scan for one- or two-character runs of those
+   scripts, and trigram substrings of the words when the word index finds too little;
+4. vector candidates from the in-memory index (query embedding: one embedder call);
+5. fusion (RRF or weighted), optional recency decay and MMR, then the top ``k`` as
+   :class:`~tiermem.types.SearchHit`.
+
+Everything is confined to the scope: facts of (user, agent) and the user's Markdown chunks.
+Queued items whose extraction has not landed can join the results through
+:attr:`SearchEngine.pending_sources` (``include_pending=True``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, Any
+
+from tiermem import validate
+from tiermem.clock import Clock, parse_utc
+from tiermem.config import Settings
+from tiermem.errors import InvalidInput
+from tiermem.search import fts
+from tiermem.search.filters import SearchFilters, build_filters
+from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
+from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
+from tiermem.search.keywords import KeywordSearch
+from tiermem.storage.db import Database
+from tiermem.storage.embeddings import EmbeddingRepository
+from tiermem.storage.search import DocRow, SearchRepository
+from tiermem.types import Fact, Scope, SearchHit
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from tiermem.models.protocols import Embedder
+
+log = logging.getLogger(__name__)
+
+MAX_K = 1000
+
+
+@dataclass(frozen=True)
+class PendingQuery:
+    """What a pending source is asked: the search and its (already computed) query vector."""
+
+    scope: Scope
+    query: str
+    k: int
+    filters: SearchFilters
+    vector: npt.NDArray[np.float32]
+
+
+#: A source of provisional hits (queued items not extracted yet). It returns hits scored in
+#: [0, 1] like the engine's; the engine marks them ``provisional`` and merges by score.
+PendingSource = Callable[[PendingQuery], Sequence[SearchHit]]
+
+
+def clean_query(query: Any) -> str:
+    """The query without control characters; ``InvalidInput`` if nothing searchable is left."""
+    if not isinstance(query, str):
+        raise InvalidInput(f"query must be a string, got {type(query).__name__}")
+    return validate.text(fts.clean(query[: validate.MAX_QUERY_CHARS + 1]), "query", validate.MAX_QUERY_CHARS)
+
+
+class SearchEngine:
+    """Hybrid search over one database; scopes are passed per call."""
+
+    def __init__(self, db: Database, embedder: Callable[[], Embedder], settings: Settings, clock: Clock,
+                 tz: tzinfo | None = None) -> None:
+        self.docs = SearchRepository(db)
+        self.settings = settings
+        self.clock = clock
+        self.tz = tz if tz is not None else settings.tz()
+        self.indexer = Indexer(self.docs, EmbeddingRepository(db), embedder, settings)
+        self.keywords = KeywordSearch(self.docs, settings.search_keyword_budget, settings.search_context_weight)
+        self.pending_sources: list[PendingSource] = []
+        #: Run after validation, before each search (``Memory`` re-indexes edited Markdown files).
+        self.before_search: list[Callable[[], object]] = []
+
+    # --- write-side hooks ------------------------------------------------------------------
+    def on_fact_change(self, event: str, fact: Fact) -> None:
+        """``FactStore.subscribe`` listener: embed the new text now, update loaded indexes."""
+        self._refresh()
+
+    def on_chunk_change(self, event: str, chunk_ids: list[int]) -> None:
+        """``ChunkRepository.listeners`` entry: same for Markdown chunks."""
+        self._refresh()
+
+    def _refresh(self) -> None:
+        try:
+            self.indexer.refresh()
+        except Exception:  # the write is committed; the next search embeds what is missing
+            log.warning("could not embed new items now; the next search retries", exc_info=True)
+
+    def reindex(self, progress: Progress | None = None, drop_other_models: bool = False) -> ReindexResult:
+        return self.indexer.reindex(progress, drop_other_models)
+
+    def status(self, scope: Scope | None = None) -> IndexStatus:
+        return self.indexer.status(scope)
+
+    # --- search ----------------------------------------------------------------------------
+    def search(self, scope: Scope, query: Any, k: Any = 10, category: Any = None, tier: Any = None,
+               since: Any = None, until: Any = None, include_pending: Any = False) -> list[SearchHit]:
+        """The ``k`` best hits for ``query`` in ``scope`` (see the module docstring)."""
+        text = clean_query(query)
+        k = validate.positive_int(k, "k", MAX_K)
+        filters = build_filters(category, tier, since, until, self.tz)
+        if not isinstance(include_pending, bool):
+            raise InvalidInput("include_pending must be True or False")
+        for hook in list(self.before_search):
+            hook()
+        vector = self.indexer.embed_query(text)
+        hits = self.search_vector(scope, text, vector, k, filters)
+        if include_pending and self.pending_sources:
+            hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector), hits)
+        return hits
+
+    def search_vector(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
+                      filters: SearchFilters) -> list[SearchHit]:
+        """The search after validation and query embedding (what ``bench/search.py`` times)."""
+        n = max(self.settings.search_candidates, k)
+        lists = self.keywords.lists(scope, fts.parse(text), filters.for_sql(), n, self.settings.search_keyword_weight)
+        lists.append(RankedList("vector", self.settings.search_vector_weight,
+                                self.indexer.nearest(scope, vector, n, filters.for_vectors())))
+        scores = fuse(lists, self.settings.search_fusion)
+        candidates = ranked(scores)
+        s = self.settings
+        rerank = s.search_recency_half_life_days is not None or s.search_mmr_lambda is not None
+        rows = self.docs.docs([doc_id for doc_id, _ in (candidates if rerank else candidates[: 2 * k + 5])])
+        candidates = [(doc_id, score) for doc_id, score in candidates if doc_id in rows]
+        if s.search_recency_half_life_days is not None:
+            ages = {doc_id: self._age_days(rows[doc_id]) for doc_id, _ in candidates}
+            candidates = ranked(decay(dict(candidates), ages, s.search_recency_half_life_days))
+        if s.search_mmr_lambda is not None:
+            vectors = self.indexer.held_vectors(scope, [doc_id for doc_id, _ in candidates])
+            candidates = mmr(candidates, vectors, k, s.search_mmr_lambda)
+        return [_hit(rows[doc_id], score) for doc_id, score in candidates[:k]]
+
+    def _age_days(self, row: DocRow) -> float | None:
+        if not row.at or row.tier == "core":
+            return None
+        now = self.clock.now()
+        try:
+            if row.tier == "fact":
+                return (now - parse_utc(row.at)).total_seconds() / 86400
+            return float((now.astimezone(self.tz).date() - datetime.fromisoformat(row.at[:10]).date()).days)
+        except ValueError:
+            return None
+
+    def _merge_pending(self, request: PendingQuery, hits: list[SearchHit]) -> list[SearchHit]:
+        merged = list(hits)
+        for source in list(self.pending_sources):
+            try:
+                merged.extend(replace(hit, provisional=True) for hit in source(request))
+            except Exception:  # a broken source must not break search
+                log.warning("pending source %r failed", source, exc_info=True)
+        merged.sort(key=lambda hit: -hit.score)
+        return merged[: request.k]
+
+
+def _hit(row: DocRow, score: float) -> SearchHit:
+    if row.source == "fact":
+        return SearchHit(row.text, score, "fact", row.ref, category=row.category,
+                         date=row.at[:10] if row.at else None, extra={"doc_id": row.id})
+    ref = f"{row.path}#L{row.line_start}-L{row.line_end}" if row.path else f"chunk:{row.ref}"
+    return SearchHit(row.text, score, row.tier, ref, date=row.at if row.tier == "daily" else None,
+                     extra={"doc_id": row.id})

@@ -1,0 +1,372 @@
+"""Vectors for the search index: embed new items, keep per-scope matrices in step, re-index.
+
+- New items (a fact written, a daily file re-indexed) get ``embed_hash IS NULL`` from the
+  triggers. :meth:`Indexer.embed_pending` embeds them in batches *outside* any write transaction
+  and writes all their vectors in one transaction. Vectors are cached by the hash of the embedded
+  text and the model id: text seen before is never embedded again.
+- A scope's :class:`~tiermem.search.vectors.VectorIndex` is loaded on first use and then caught up
+  incrementally: new rows (``search_docs.id`` only grows) and the removal log. That works for
+  writes of this process (listeners call :meth:`Indexer.refresh` right after the commit) and of
+  other processes (every search calls :meth:`Indexer.sync` first).
+- The model the index was built with is kept in ``meta``; another model is reported (log and
+  :meth:`Indexer.status`) and :meth:`Indexer.reindex` fills in its vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tiermem.config import Settings
+from tiermem.errors import ProviderError
+from tiermem.search.vectors import CATEGORY_CODE, NO_CATEGORY, NO_TIME, TIER_CODE, VectorFilter, VectorIndex
+from tiermem.storage.embeddings import EmbeddingRepository, PendingDoc, VectorRow
+from tiermem.storage.search import REMOVED_LOG_KEEP, SearchRepository
+from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from tiermem.models.protocols import Embedder
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 256  # texts per embedder call
+CONTEXT_RADIUS = 2  # neighbouring chunks (each side) in a chunk's keyword context
+PENDING_BATCH = 2048  # items per read of the pending list
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """What the vector index holds for the current model."""
+
+    model: str
+    index_model: str | None  # the model the stored index was built with
+    items: int
+    missing: int  # items without a vector for ``model`` (reindex fills them)
+    models: dict[str, int]  # stored vectors per model
+
+    @property
+    def model_changed(self) -> bool:
+        return self.index_model is not None and self.index_model != self.model
+
+
+@dataclass(frozen=True)
+class ReindexResult:
+    model: str
+    items: int  # items that lacked a vector for the model
+    embedded: int  # texts sent to the embedder
+    reused: int  # items whose text already had a vector (cache hits)
+
+
+@dataclass
+class _Loaded:
+    index: VectorIndex
+    doc_seq: int
+    removed_seq: int
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Indexer:
+    """Embeds items and keeps the in-memory vector index of each scope current."""
+
+    def __init__(self, docs: SearchRepository, vectors: EmbeddingRepository,
+                 embedder: Callable[[], Embedder], settings: Settings) -> None:
+        self.docs = docs
+        self.vectors = vectors
+        self._embedder_factory = embedder
+        self._embedder: Embedder | None = None
+        self.settings = settings
+        self._loaded: dict[Scope, _Loaded] = {}
+        self._lock = threading.RLock()
+        self._pruned_at = 0
+
+    # --- the model -------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self._embedder_factory()
+            self._check_model()
+        return self._embedder
+
+    @property
+    def model(self) -> str:
+        return str(self.embedder.model_id)
+
+    def _check_model(self) -> None:
+        assert self._embedder is not None
+        current = str(self._embedder.model_id)
+        stored = self.vectors.index_model()
+        if stored is None:
+            self.vectors.set_index_model(current)
+        elif stored != current:
+            missing = self.vectors.count_without_vector(current)
+            log.warning("the search index was built with embedder %r, this Memory uses %r: %d items have no"
+                        " vector for it (keyword search still finds them); run `tiermem reindex`",
+                        stored, current, missing)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        vector: npt.NDArray[np.float32] = self._embed([text])[0]
+        return vector
+
+    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        import numpy as np
+
+        embedder = self.embedder
+        parts = [embedder.embed(texts[i:i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)]
+        out = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
+        if out.shape != (len(texts), embedder.dim):
+            raise ProviderError(f"embedder {embedder.model_id!r} returned shape {out.shape} for {len(texts)} texts")
+        out = np.ascontiguousarray(out, dtype=np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+    # --- writing vectors -------------------------------------------------------------------
+    def prepare(self, docs: Sequence[PendingDoc]) -> tuple[list[str], list[tuple[str, int]]]:
+        """What to embed for each item, and the keyword contexts to (re)write.
+
+        A fact is embedded as it is. With ``search_chunk_context`` on, a Markdown chunk is embedded
+        together with the chunk before it (an answer makes sense with its question), and its
+        keyword context holds its neighbours (``CONTEXT_RADIUS`` chunks each side) and, for a
+        daily record, its date in words; the contexts of the chunks just before new ones change
+        too. Both depend only on the file, so an append and a full re-index give the same result.
+        """
+        texts = [doc.text for doc in docs]
+        contexts: list[tuple[str, int]] = []
+        chunk_docs = {doc.id: i for i, doc in enumerate(docs) if doc.source == "chunk"}
+        if not self.settings.search_chunk_context or not chunk_docs:
+            return texts, contexts
+        for user_id, path in self.docs.files_of(list(chunk_docs)):
+            items = self.docs.file_items(user_id, path)
+            touched: set[int] = set()
+            for position, (doc_id, text, _, _) in enumerate(items):
+                if doc_id in chunk_docs:
+                    if position > 0:
+                        texts[chunk_docs[doc_id]] = items[position - 1][1] + "\n" + text
+                    touched.update(range(max(0, position - CONTEXT_RADIUS), position + 1))
+            for position in sorted(touched):
+                context = _keyword_context(items, position)
+                if context != items[position][3]:
+                    contexts.append((context, items[position][0]))
+        return texts, contexts
+
+    def _write(self, docs: Sequence[PendingDoc]) -> tuple[int, int]:
+        """Embed what is not cached and link every doc to its vector; ``(embedded, reused)``."""
+        if not docs:
+            return 0, 0
+        texts, contexts = self.prepare(docs)
+        hashes = [text_hash(t) for t in texts]
+        model = self.model
+        cached = self.vectors.cached(hashes, model)
+        todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}
+        blobs: list[tuple[str, bytes]] = []
+        if todo:
+            matrix = self._embed(list(todo.values()))
+            blobs = [(h, matrix[i].astype("<f4").tobytes()) for i, h in enumerate(todo)]
+        links = [(h, doc.id) for h, doc in zip(hashes, docs, strict=True)]
+        self.vectors.store(model, self.embedder.dim, blobs, links, contexts)
+        return len(todo), len(docs) - len(todo)
+
+    def embed_pending(self) -> int:
+        """Embed every item that was never embedded; returns how many items were linked."""
+        done = 0
+        with self._lock:
+            after = 0
+            while True:
+                docs = self.vectors.unembedded(PENDING_BATCH, after)
+                if not docs:
+                    return done
+                self._write(docs)
+                done += len(docs)
+                after = docs[-1].id
+
+    def reindex(self, progress: Progress | None = None, drop_other_models: bool = False) -> ReindexResult:
+        """Give every item a vector of the current model (cached texts are reused), record the
+        model as the index's, and reload the loaded scopes."""
+        model = self.model
+        with self._lock:
+            total = self.vectors.count_without_vector(model)
+            embedded = reused = done = after = 0
+            while True:
+                docs = self.vectors.without_vector(model, PENDING_BATCH, after)
+                if not docs:
+                    break
+                new, old = self._write(docs)
+                embedded, reused, done, after = embedded + new, reused + old, done + len(docs), docs[-1].id
+                if progress is not None:
+                    progress(done, total)
+            self.vectors.set_index_model(model)
+            if drop_other_models:
+                self.vectors.drop_models_except(model)
+            self._loaded.clear()
+        log.info("reindex with %s: %d items, %d embedded, %d reused", model, done, embedded, reused)
+        return ReindexResult(model, done, embedded, reused)
+
+    def status(self, scope: Scope | None = None) -> IndexStatus:
+        model = self.model
+        items = self.docs.count(scope) if scope is not None else sum(self.vectors.models().values())
+        return IndexStatus(model, self.vectors.index_model(), items,
+                           self.vectors.count_without_vector(model, scope), self.vectors.models())
+
+    # --- the in-memory indexes -------------------------------------------------------------
+    def refresh(self) -> None:
+        """After a write: embed new items, then bring every loaded scope up to date."""
+        with self._lock:
+            self.embed_pending()
+            for scope in list(self._loaded):
+                self.sync(scope)
+            removed = self.docs.high_water()[1]
+            if removed - self._pruned_at > REMOVED_LOG_KEEP:
+                self.docs.prune_removed_log()
+                self._pruned_at = removed
+
+    def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
+                flt: VectorFilter | None = None) -> list[tuple[int, float]]:
+        """The ``top`` items of ``scope`` most similar to ``vector`` (index brought up to date first)."""
+        with self._lock:
+            return self.index(scope).search(vector, top, flt)
+
+    def held_vectors(self, scope: Scope, doc_ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        with self._lock:
+            return {k: v.copy() for k, v in self.index(scope).vectors(doc_ids).items()}
+
+    def index(self, scope: Scope) -> VectorIndex:
+        """The scope's vector index, loaded on first use and synced on every call."""
+        with self._lock:
+            self.embed_pending()
+            return self.sync(scope)
+
+    def sync(self, scope: Scope) -> VectorIndex:
+        with self._lock:
+            loaded = self._loaded.get(scope)
+            if loaded is None:
+                loaded = self._loaded[scope] = self._load(scope)
+                return loaded.index
+            doc_seq, removed_seq = self.docs.high_water()
+            if removed_seq > loaded.removed_seq:
+                gone, complete = self.docs.removed_since(scope.user_id, loaded.removed_seq)
+                if not complete:
+                    loaded = self._loaded[scope] = self._load(scope)
+                    return loaded.index
+                loaded.index.remove(gone)
+                loaded.removed_seq = removed_seq
+            if doc_seq > loaded.doc_seq:
+                self._add_rows(scope, loaded.index, loaded.doc_seq)
+                loaded.doc_seq = doc_seq
+            return loaded.index
+
+    def _load(self, scope: Scope) -> _Loaded:
+        doc_seq, removed_seq = self.docs.high_water()
+        s = self.settings
+        index = VectorIndex(self.embedder.dim, exact_max=s.search_exact_max_items, float_max=s.search_float_max_items,
+                            shortlist=s.search_shortlist, fetch_exact=self._fetch_exact)
+        index.reserve(self.docs.count(scope))
+        missing = self._add_rows(scope, index, 0, embed_missing=False)
+        if missing:
+            log.warning("%d items of %s/%s have no vector for %r: run `tiermem reindex`", missing,
+                        scope.user_id, scope.agent_name, self.model)
+        return _Loaded(index, doc_seq, removed_seq)
+
+    def _add_rows(self, scope: Scope, index: VectorIndex, after_id: int, embed_missing: bool = True) -> int:
+        """Add the scope's items with id > ``after_id`` (embedding those without a vector first
+        when ``embed_missing``); returns how many are left without a vector."""
+        model = self.model
+        after = after_id
+        while embed_missing:
+            docs = self.vectors.without_vector(model, PENDING_BATCH, after, scope)
+            if not docs:
+                break
+            self._write(docs)
+            after = docs[-1].id
+        missing = 0
+        for rows in self.vectors.scope_rows(scope, model, after_id):
+            usable = [r for r in rows if r[4] is not None]
+            missing += len(rows) - len(usable)
+            _add_to_index(index, usable)
+        return missing
+
+    def _fetch_exact(self, ids: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.float32]]:
+        import numpy as np
+
+        blobs = self.vectors.vectors_of(ids.tolist(), self.model)
+        return {doc_id: np.frombuffer(blob, np.float32) for doc_id, blob in blobs.items()}
+
+
+def _add_to_index(index: VectorIndex, rows: Sequence[VectorRow]) -> None:
+    import numpy as np
+
+    rows = [r for r in rows if r[4] is not None and len(r[4]) == index.dim * 4]
+    if not rows:
+        return
+    ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    tiers = np.fromiter((TIER_CODE.get(r[1], 0) for r in rows), np.int8, len(rows))
+    cats = np.fromiter((CATEGORY_CODE.get(r[2] or "", NO_CATEGORY) for r in rows), np.int8, len(rows))
+    when = _when_array([r[1] for r in rows], [r[3] for r in rows])
+    matrix = np.frombuffer(b"".join(r[4] for r in rows if r[4] is not None), np.float32).reshape(len(rows), index.dim)
+    index.add(ids, matrix, tiers, cats, when)
+
+
+def _when_array(tiers: list[str], ats: list[str | None]) -> npt.NDArray[np.int64]:
+    """:func:`_when` of many items, parsed by numpy where the stored format allows."""
+    import numpy as np
+
+    out = np.full(len(tiers), NO_TIME, np.int64)
+    for tier, unit, width in (("fact", "us", 27), ("daily", "D", 10)):
+        rows = [i for i, (t, at) in enumerate(zip(tiers, ats, strict=True)) if t == tier and at]
+        if not rows:
+            continue
+        texts = [str(ats[i]) for i in rows]
+        try:
+            if tier == "fact" and not all(len(t) == width and t.endswith("Z") for t in texts):
+                raise ValueError("not the stored format")
+            parsed = np.array([t[:-1] if tier == "fact" else t[:10] for t in texts], dtype=f"datetime64[{unit}]")
+            out[rows] = parsed.astype(np.int64)
+        except ValueError:
+            out[rows] = [_when(tier, t) for t in texts]
+    return out
+
+
+def _when(tier: str, at: str | None) -> int:
+    """A fact's ``created_at`` in microseconds, a daily record's day in days (since the epoch)."""
+    from tiermem.clock import parse_utc
+    from tiermem.search.filters import epoch_days, epoch_micros
+
+    if not at:
+        return NO_TIME
+    try:
+        if tier == "fact":
+            return epoch_micros(parse_utc(at))
+        if tier == "daily":
+            from datetime import date
+
+            return epoch_days(date.fromisoformat(at[:10]))
+    except ValueError:
+        return NO_TIME
+    return NO_TIME
+
+
+def _keyword_context(items: Sequence[tuple[int, str, str | None, str]], position: int) -> str:
+    """A chunk's keyword context: its date in words (daily records) and its neighbours' text."""
+    from datetime import date
+
+    parts: list[str] = []
+    day = items[position][2]
+    if day:
+        try:
+            when = date.fromisoformat(day[:10])
+            parts.append(f"{when:%A} {when.day} {when:%B} {when.year}")
+        except ValueError:
+            pass
+    lo, hi = max(0, position - CONTEXT_RADIUS), min(len(items), position + CONTEXT_RADIUS + 1)
+    parts.extend(items[i][1] for i in range(lo, hi) if i != position)
+    return "\n".join(parts)

@@ -1,0 +1,164 @@
+"""SQL for embeddings: float32 vectors as BLOBs keyed by (content hash, model id).
+
+The key makes the store a cache: text that did not change (same hash) is never embedded again
+for the same model, whatever row it belongs to. ``search_docs.embed_hash`` links an item to its
+vector; ``meta['embedding_model']`` records the model the index was built with, so a change of
+model is noticed (and ``reindex`` fills in the vectors of the new one).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiermem.errors import StorageError
+from tiermem.storage.chunks import SHARED_AGENT
+from tiermem.storage.db import Database
+from tiermem.types import Scope
+
+MODEL_KEY = "embedding_model"
+
+
+@dataclass(frozen=True)
+class PendingDoc:
+    """An item whose vector is not stored yet (for the model asked about)."""
+
+    id: int
+    source: str
+    ref: str
+    tier: str
+    text: str
+
+
+#: One item of a scope as the vector index loads it: (id, tier, category, at, float32 blob or
+#: None when the item has no vector for the model). Plain tuples: a scope may hold a million.
+VectorRow = tuple[int, str, "str | None", "str | None", "bytes | None"]
+
+
+class EmbeddingRepository:
+    """Vectors, their cache keys, and the model the index was built with."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _rows(self, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
+        try:
+            return self.db.conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StorageError(f"embedding query failed: {exc}") from exc
+
+    # --- model identity --------------------------------------------------------------------
+    def index_model(self) -> str | None:
+        """The model the stored index was built with (``None``: no vectors yet)."""
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", [MODEL_KEY])
+        return str(rows[0][0]) if rows else None
+
+    def set_index_model(self, model: str) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value ="
+                         " excluded.value", (MODEL_KEY, model))
+
+    def models(self) -> dict[str, int]:
+        """``model -> number of stored vectors``."""
+        rows = self._rows("SELECT model, COUNT(*) FROM embeddings GROUP BY model ORDER BY model", [])
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    # --- what needs embedding --------------------------------------------------------------
+    def unembedded(self, limit: int, after_id: int = 0) -> list[PendingDoc]:
+        """Items never embedded (``embed_hash IS NULL``), oldest first."""
+        rows = self._rows(
+            "SELECT id, source, ref, tier, text FROM search_docs WHERE embed_hash IS NULL AND id > ?"
+            " ORDER BY id LIMIT ?", [after_id, limit])
+        return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+
+    def without_vector(self, model: str, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:
+        """Items (of ``scope`` or all) that have no vector for ``model``, by id."""
+        sql = ("SELECT d.id, d.source, d.ref, d.tier, d.text FROM search_docs d LEFT JOIN embeddings e"
+               " ON e.content_hash = d.embed_hash AND e.model = ? WHERE d.id > ? AND e.vector IS NULL")
+        args: list[Any] = [model, after_id]
+        if scope is not None:
+            sql += " AND d.user_id = ? AND d.agent_name IN (?, ?)"
+            args += [scope.user_id, scope.agent_name, SHARED_AGENT]
+        rows = self._rows(sql + " ORDER BY d.id LIMIT ?", [*args, limit])
+        return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+
+    def count_without_vector(self, model: str, scope: Scope | None = None) -> int:
+        sql = ("SELECT COUNT(*) FROM search_docs d LEFT JOIN embeddings e ON e.content_hash = d.embed_hash"
+               " AND e.model = ? WHERE e.vector IS NULL")
+        args: list[Any] = [model]
+        if scope is not None:
+            sql += " AND d.user_id = ? AND d.agent_name IN (?, ?)"
+            args += [scope.user_id, scope.agent_name, SHARED_AGENT]
+        return int(self._rows(sql, args)[0][0])
+
+    # --- vectors ---------------------------------------------------------------------------
+    def cached(self, hashes: Sequence[str], model: str) -> set[str]:
+        """Which of ``hashes`` already have a vector for ``model``."""
+        found: set[str] = set()
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start:start + 500]
+            rows = self._rows(
+                f"SELECT content_hash FROM embeddings WHERE model = ? AND content_hash IN"
+                f" ({', '.join('?' for _ in part)})", [model, *part])
+            found.update(str(r[0]) for r in rows)
+        return found
+
+    def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
+              links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = ()) -> None:
+        """Write ``(hash, float32 blob)`` vectors, ``(hash, doc id)`` links and ``(context, doc id)``
+        keyword contexts in one transaction."""
+        with self.db.transaction() as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)",
+                [(h, model, dim, blob) for h, blob in vectors])
+            conn.executemany("UPDATE search_docs SET embed_hash = ? WHERE id = ?", links)
+            conn.executemany("UPDATE search_docs SET context = ? WHERE id = ? AND context IS NOT ?",
+                             [(text, doc_id, text) for text, doc_id in contexts])
+
+    def vectors_of(self, doc_ids: Sequence[int], model: str) -> dict[int, bytes]:
+        """``doc id -> float32 blob`` for the items that have a vector for ``model``."""
+        out: dict[int, bytes] = {}
+        for start in range(0, len(doc_ids), 500):
+            part = [int(i) for i in doc_ids[start:start + 500]]
+            rows = self._rows(
+                "SELECT d.id, e.vector FROM search_docs d JOIN embeddings e ON e.content_hash = d.embed_hash"
+                f" AND e.model = ? WHERE d.id IN ({', '.join('?' for _ in part)})", [model, *part])
+            out.update((int(r[0]), bytes(r[1])) for r in rows)
+        return out
+
+    def scope_rows(self, scope: Scope, model: str, after_id: int = 0, batch: int = 20_000) -> Iterator[list[VectorRow]]:
+        """The items of ``scope`` with id > ``after_id`` and their vectors, in batches.
+
+        Items first (the facts of the agent, then the user's shared chunks: each an index range in
+        id order), then their vectors looked up by sorted hash - much faster than a join that
+        visits the vector table in random order."""
+        for agent in (scope.agent_name, SHARED_AGENT):
+            last = after_id
+            while True:
+                rows = self._rows(
+                    "SELECT id, tier, category, at, embed_hash FROM search_docs WHERE user_id = ? AND agent_name = ?"
+                    " AND id > ? ORDER BY id LIMIT ?", [scope.user_id, agent, last, batch])
+                if not rows:
+                    break
+                found = self._vectors_by_hash(sorted({str(r[4]) for r in rows if r[4]}), model)
+                yield [(int(r[0]), str(r[1]), r[2], r[3], found.get(r[4]) if r[4] else None) for r in rows]
+                last = int(rows[-1][0])
+                if len(rows) < batch:
+                    break
+
+    def _vectors_by_hash(self, hashes: Sequence[str], model: str) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for start in range(0, len(hashes), 500):
+            part = hashes[start:start + 500]
+            rows = self._rows(f"SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash IN"
+                              f" ({', '.join('?' for _ in part)})", [model, *part])
+            out.update((str(r[0]), bytes(r[1])) for r in rows)
+        return out
+
+    def drop_models_except(self, model: str) -> int:
+        """Delete the vectors of every other model; returns how many."""
+        with self.db.transaction() as conn:
+            return int(conn.execute("DELETE FROM embeddings WHERE model <> ?", (model,)).rowcount)

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import click
 
-from tiermem.cli.main import cli
+from tiermem.cli.app import cli
+from tiermem.cli.main import COMMAND_MODULES  # noqa: F401 - registers every command
 
 CommandPath = tuple[str, ...]
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tiermem.errors import StorageError
 from tiermem.storage.migrations import migrate
@@ -57,6 +58,13 @@ class Database:
             with self._lock:
                 self._all.append(conn)
         return conn
+
+    def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[sqlite3.Row]:
+        """Run a read on this thread's connection; sqlite errors become :class:`StorageError`."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StorageError(f"{what} failed: {exc}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -13,7 +13,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiermem.errors import StorageError
 from tiermem.storage.chunks import SHARED_AGENT
 from tiermem.storage.db import Database
 from tiermem.types import Scope
@@ -44,10 +43,7 @@ class EmbeddingRepository:
         self.db = db
 
     def _rows(self, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
-        try:
-            return self.db.conn.execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
-            raise StorageError(f"embedding query failed: {exc}") from exc
+        return self.db.rows(sql, args, "embedding query")
 
     # --- model identity --------------------------------------------------------------------
     def index_model(self) -> str | None:

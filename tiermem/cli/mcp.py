@@ -30,7 +30,9 @@ def mcp_command(ctx: click.Context, http_port: int | None, host: str) -> None:
     if http_port is None and host != _LOCAL_HOST:
         raise click.UsageError("--host only applies with --http PORT")
     state = state_of(ctx)
-    mem = state.memory()
+    mem = state.memory(queue_replay=True)  # a long-lived process: replay the queue, run the dreams
+    if mem.llm is not None:
+        mem.start_dream_scheduler()
     from tiermem.mcp.server import HTTP_PATH, serve
 
     if http_port is not None:

@@ -144,6 +144,8 @@ def test_max_facts_is_per_scope(root: Path, clock: FakeClock) -> None:
         ({"content": "bin\x00ary\x07junk"}, "control"),
         ({"content": "x" * 5000}, "limit"),
         ({"content": "x", "source": 7}, "source"),
+        ({"content": "x", "source": "t" * 100_000}, "source"),
+        ({"content": "x", "source": "thread\x00\x01"}, "source"),
     ],
 )
 def test_bad_input_is_rejected_and_changes_nothing(mem: Memory, kwargs: dict[str, object], message: str) -> None:
@@ -151,6 +153,14 @@ def test_bad_input_is_rejected_and_changes_nothing(mem: Memory, kwargs: dict[str
         mem.facts.add(**kwargs)  # type: ignore[arg-type]
     assert mem.facts.list() == []
     assert mem.facts.history() == []
+
+
+def test_numpy_confidence_is_accepted_as_a_float(mem: Memory) -> None:
+    import numpy as np
+
+    fact = mem.facts.add("Scored by a numpy model", "knowledge", np.float32(0.75))  # type: ignore[arg-type]
+    assert fact is not None and fact.confidence == 0.75 and type(fact.confidence) is float
+    assert mem.facts.add("Another numpy score", "knowledge", np.float64(0.2)) is None  # below threshold
 
 
 def test_update_bad_input_changes_nothing(mem: Memory) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import tiermem
 from tiermem import FactNotFound, Memory, TiermemError
@@ -68,3 +71,16 @@ def test_import_is_light() -> None:
     code = f"import sys, tiermem; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_provider_objects_must_implement_their_protocol(tmp_path: Path) -> None:
+    """An llm/embedder that is neither a name nor a protocol object is refused up front, nothing created."""
+    from tiermem import InvalidInput
+
+    with pytest.raises(InvalidInput, match="llm must be"):
+        Memory(tmp_path / "a", llm=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="embedder must be"):
+        Memory(tmp_path / "b", embedder=object())  # type: ignore[arg-type]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with Memory(tmp_path / "c", llm=ScriptedChatModel([]), embedder=HashEmbedder()) as mem:
+        assert isinstance(mem.llm, ScriptedChatModel) and isinstance(mem.embedder, HashEmbedder)

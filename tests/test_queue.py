@@ -275,3 +275,15 @@ def test_item_survives_sigkill_and_next_process_handles_it(root: Path) -> None:
         assert mem.queue.wait_idle(timeout=20)  # replayed on open, due at once
         assert [f.content for f in mem.facts.list()] == ["Has a dog named Pixel"]
         assert "adopted a dog named Pixel" in model.requests[0].text
+
+
+@pytest.mark.parametrize("bad", ["10", float("nan"), -1, True])
+def test_flush_rejects_a_bad_timeout_and_keeps_the_item(root: Path, clock: FakeClock, bad: Any) -> None:
+    from tiermem import InvalidInput
+
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC") as mem:
+        mem.queue.add("t1", turn("Booked flights to Tokyo for May"))
+        with pytest.raises(InvalidInput, match="timeout"):
+            mem.queue.flush(timeout=bad)
+        assert [row[0] for row in outbox_rows(root)] != []  # still queued, not silently "done"
+        assert mem.queue.flush(timeout=10) is True

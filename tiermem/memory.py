@@ -46,6 +46,19 @@ log = logging.getLogger(__name__)
 DB_FILE = "tiermem.db"
 
 
+def _provider_objects(llm: object, embedder: object) -> tuple[ChatModel | None, Embedder | None]:
+    """The provider objects given (not names), checked against their protocols."""
+    from tiermem.models.protocols import ChatModel, Embedder
+
+    if llm is not None and not isinstance(llm, str) and not isinstance(llm, ChatModel):
+        raise InvalidInput("llm must be a provider name or an object with complete(messages),"
+                           f" got {type(llm).__name__}")
+    if embedder is not None and not isinstance(embedder, str) and not isinstance(embedder, Embedder):
+        raise InvalidInput("embedder must be a provider name or an object with embed(texts), .dim and .model_id,"
+                           f" got {type(embedder).__name__}")
+    return (None if isinstance(llm, str) else llm), (None if isinstance(embedder, str) else embedder)
+
+
 class Memory:
     """Memory of one (user, agent) scope under ``root``. Use as a context manager or ``close()``."""
 
@@ -67,8 +80,7 @@ class Memory:
         overrides["llm"] = llm if isinstance(llm, str) else None
         overrides["embedder"] = embedder if isinstance(embedder, str) else None
         self.settings: Settings = load_settings(self.root, overrides)
-        self._llm_object = llm if llm is not None and not isinstance(llm, str) else None
-        self._embedder_object = embedder if embedder is not None and not isinstance(embedder, str) else None
+        self._llm_object, self._embedder_object = _provider_objects(llm, embedder)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.root.mkdir(parents=True, exist_ok=True)
         self.db = Database(self.root / DB_FILE)

@@ -81,9 +81,10 @@ class Fact:
 class SearchHit:
     """One search result and where it comes from.
 
-    ``ref`` is a fact id for ``tier == "fact"`` and ``path#Lstart-Lend`` (relative to the memory
-    root, e.g. ``memory/2026-03-14.md#L12-L14``) for the file tiers. ``provisional`` marks text
-    from queued items whose extraction has not landed yet.
+    ``ref`` is a fact id for ``tier == "fact"`` and ``path#Lstart-Lend`` for the file tiers, relative
+    to the user's directory (the root for the default user, ``users/<user_id>/`` for others), e.g.
+    ``memory/2026-03-14.md#L12-L14`` or ``MEMORY.md#L3-L3``. ``provisional`` marks text from
+    queued items whose extraction has not landed yet.
     """
 
     text: str

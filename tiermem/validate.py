@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import unicodedata
 from typing import Any
@@ -64,7 +65,7 @@ def category(value: Any) -> str:
 
 
 def confidence(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy floats are Real too
         raise InvalidInput(f"confidence must be a number, got {type(value).__name__}")
     result = float(value)
     if math.isnan(result) or not 0.0 <= result <= 1.0:

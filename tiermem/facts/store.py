@@ -24,6 +24,7 @@ from tiermem.types import SUMMARY_KEYS, AuditEntry, Fact, Scope
 log = logging.getLogger(__name__)
 
 Origin = Literal["user", "extraction", "import"]
+MAX_SOURCE_CHARS = 256
 FactListener = Callable[[str, Fact], None]  # ("added" | "updated" | "deleted", fact)
 
 
@@ -46,9 +47,11 @@ class NewFact:
 
     @classmethod
     def checked(cls, content: object, category: object, confidence: object, source: object) -> NewFact:
-        if source is not None and not isinstance(source, str):
-            raise InvalidInput("source must be a string or None")
-        return cls(validate.content(content), validate.category(category), validate.confidence(confidence), source)
+        if source is not None:
+            validate.text(source, "source", MAX_SOURCE_CHARS)  # a thread id: bounded, printable
+        checked_source = source if isinstance(source, str) else None
+        return cls(validate.content(content), validate.category(category), validate.confidence(confidence),
+                   checked_source)
 
 
 @dataclass(frozen=True)

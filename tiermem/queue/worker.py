@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import threading
 import time
 import weakref
@@ -23,6 +24,7 @@ from typing import Any
 
 from tiermem import validate
 from tiermem.clock import Clock
+from tiermem.errors import InvalidInput
 from tiermem.storage.outbox import OutboxItem, OutboxRepository
 from tiermem.types import Scope
 
@@ -133,6 +135,9 @@ class UpdateQueue:
     def flush(self, timeout: float | None = None) -> bool:
         """Process every pending item now (shutdown). True if nothing is left unprocessed
         (dead-lettered items count as unprocessed until ``retry_dead``)."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not math.isfinite(timeout) or timeout < 0):
+            raise InvalidInput(f"timeout must be None or a finite number of seconds >= 0, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         self._set_busy(+1)
         try:

@@ -209,3 +209,13 @@ def test_scope_ids_with_path_tricks_rejected(root: Path, bad: str) -> None:
         Memory(root, user_id=bad, embedder=HashEmbedder())
     with pytest.raises(InvalidInput):
         Memory(root, agent_name=bad, embedder=HashEmbedder())
+
+
+def test_update_with_no_fields_changes_nothing(mem: Memory, clock: FakeClock) -> None:
+    fact = mem.facts.add("steady", "knowledge", 0.7)
+    assert fact is not None
+    clock.advance(60)
+    assert mem.facts.update(fact.id) == fact
+    assert [e.action for e in mem.facts.history()] == ["added"]
+    with pytest.raises(FactNotFound):
+        mem.facts.update("fact_00000000")

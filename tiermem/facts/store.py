@@ -190,6 +190,8 @@ class FactStore:
         new_content = validate.content(content) if content is not None else None
         new_category = validate.category(category) if category is not None else None
         new_confidence = validate.confidence(confidence) if confidence is not None else None
+        if new_content is None and new_category is None and new_confidence is None:
+            return self.get(fact_id)  # nothing given: nothing changes, not even updatedAt
         with self.repo.atomic():
             old = self.get(fact_id)
             fact = replace(

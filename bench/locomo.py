@@ -117,8 +117,58 @@ def ingest(mem: Memory, files: list[DailyFile]) -> None:
         repo.replace_file(mem.scope.user_id, daily.path, hashlib.sha256(data).hexdigest(), daily.chunks())
 
 
-def make_embedder(name: str) -> Any:
-    return HashEmbedder(384) if name == "hash" else name
+class CachedEmbedder:
+    """Dev speed-up (``--embed-cache FILE``): the wrapped embedder's vectors kept by text in a
+    ``.npz`` file across runs, so only texts never seen are embedded. Same ``model_id``/``dim``."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        import numpy as np
+
+        self.inner, self.path = inner, path
+        self.model_id, self.dim = inner.model_id, inner.dim
+        self.cache: dict[str, Any] = {}
+        if path.is_file():
+            with np.load(path, allow_pickle=False) as saved:
+                self.cache = dict(zip(saved["texts"].tolist(), saved["vectors"], strict=True))
+        self.dirty = False
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if todo:
+            self.cache.update(zip(todo, self.inner.embed(todo), strict=True))
+            self.dirty = True
+        return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def save(self) -> None:
+        import numpy as np
+
+        if self.dirty:
+            texts = list(self.cache)
+            np.savez(self.path, texts=np.array(texts), vectors=np.stack([self.cache[t] for t in texts]))
+
+
+def make_embedder(name: str, cache: str | None = None) -> Any:
+    if name == "hash":
+        return HashEmbedder(384)
+    if not cache:
+        return name
+    from tiermem.models.registry import ProviderOptions
+    from tiermem.models.registry import make_embedder as make
+
+    return CachedEmbedder(make(name, ProviderOptions()), Path(cache))
+
+
+def pick_samples(data: list[dict[str, Any]], spec: str | None) -> list[dict[str, Any]]:
+    """``--samples 0-2`` / ``3,4``: the conversations (by position) to evaluate."""
+    if not spec:
+        return data
+    chosen: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        chosen.extend(range(int(lo), int(hi or lo) + 1))
+    return [data[i] for i in dict.fromkeys(chosen)]
 
 
 def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -138,7 +188,7 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
     skipped = 0
     index_seconds = 0.0
     model = ""
-    embedder = make_embedder(args.embedder)
+    embedder = make_embedder(args.embedder, args.embed_cache)
     for sample in data:
         user = re.sub(r"[^A-Za-z0-9_.@-]", "-", str(sample["sample_id"]))
         with Memory(root, embedder=embedder, user_id=user, **settings) as mem:
@@ -163,6 +213,8 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
                 for k in (5, 10):
                     found = {turn for hit in hits[:k] for turn in hit_turns(hit.ref, by_path)}
                     recalls[category][k].append(len(found & evidence) / len(evidence))
+    if isinstance(embedder, CachedEmbedder):
+        embedder.save()
     return report(recalls, latencies, skipped, index_seconds, model, settings)
 
 
@@ -196,9 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-context", action="store_true", help="embed each record without its neighbours")
     parser.add_argument("--captions", action="store_true", help="append the image captions to the turns")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other setting")
+    parser.add_argument("--samples", help="conversations by position, e.g. 0-2 or 3,4 (default: all)")
+    parser.add_argument("--embed-cache", help="dev only: keep the embeddings of texts in this .npz file")
     parser.add_argument("--root", help="keep the built memory here (default: a temporary directory)")
     args = parser.parse_args(argv)
-    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    data = pick_samples(json.loads(Path(args.data).read_text(encoding="utf-8")), args.samples)
     if args.root:
         result = evaluate(data, Path(args.root), args)
     else:

@@ -10,6 +10,9 @@
   other processes (every search calls :meth:`Indexer.sync` first).
 - The model the index was built with is kept in ``meta``; another model is reported (log and
   :meth:`Indexer.status`) and :meth:`Indexer.reindex` fills in its vectors.
+- With ``search_sentence_vectors`` on, an item of two or more sentences also gets one vector per
+  sentence (:mod:`tiermem.search.parts`), cached by hash like any text and found again from the
+  item's text when a scope is loaded; the index scores the item by its best vector.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.config import Settings
 from tiermem.errors import ProviderError
+from tiermem.search.parts import sentence_parts
 from tiermem.search.vectors import CATEGORY_CODE, NO_CATEGORY, NO_TIME, TIER_CODE, VectorFilter, VectorIndex
 from tiermem.storage.embeddings import EmbeddingRepository, PendingDoc, VectorRow
 from tiermem.storage.search import REMOVED_LOG_KEEP, SearchRepository
@@ -166,16 +170,42 @@ class Indexer:
             return 0, 0
         texts, contexts = self.prepare(docs)
         hashes = [text_hash(t) for t in texts]
+        parts = {text_hash(t): t for _, t in self._part_texts([(doc.id, doc.text) for doc in docs])}
         model = self.model
-        cached = self.vectors.cached(hashes, model)
+        cached = self.vectors.cached([*hashes, *parts], model)
         todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}
+        new_items = len(todo)
+        todo.update((h, t) for h, t in parts.items() if h not in cached)
         blobs: list[tuple[str, bytes]] = []
         if todo:
             matrix = self._embed(list(todo.values()))
             blobs = [(h, matrix[i].astype("<f4").tobytes()) for i, h in enumerate(todo)]
         links = [(h, doc.id) for h, doc in zip(hashes, docs, strict=True)]
         self.vectors.store(model, self.embedder.dim, blobs, links, contexts)
-        return len(todo), len(docs) - len(todo)
+        return new_items, len(docs) - new_items
+
+    def _part_texts(self, items: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+        """``(doc id, sentence text)`` of the items' sentence parts (none when the setting is off)."""
+        if not self.settings.search_sentence_vectors:
+            return []
+        return [(doc_id, part) for doc_id, text in items for part in sentence_parts(text)]
+
+    def _part_vectors(self, items: Sequence[tuple[int, str]], embed_missing: bool) -> list[tuple[int, bytes]]:
+        """``(doc id, float32 blob)`` of the items' sentence parts; parts without a stored vector
+        are embedded (and stored) when ``embed_missing``, else left out."""
+        parts = self._part_texts(items)
+        if not parts:
+            return []
+        model = self.model
+        hashes = [text_hash(t) for _, t in parts]
+        found = self.vectors.vectors_by_hash(hashes, model)
+        missing = {h: t for h, (_, t) in zip(hashes, parts, strict=True) if h not in found}
+        if embed_missing and missing:
+            matrix = self._embed(list(missing.values()))
+            blobs = [(h, matrix[i].astype("<f4").tobytes()) for i, h in enumerate(missing)]
+            self.vectors.store(model, self.embedder.dim, blobs, [])
+            found.update(blobs)
+        return [(doc_id, found[h]) for (doc_id, _), h in zip(parts, hashes, strict=True) if h in found]
 
     def embed_pending(self) -> int:
         """Embed every item that was never embedded; returns how many items were linked."""
@@ -205,6 +235,8 @@ class Indexer:
                 embedded, reused, done, after = embedded + new, reused + old, done + len(docs), docs[-1].id
                 if progress is not None:
                     progress(done, total)
+            for items in self.vectors.sentence_texts(None):
+                self._part_vectors(items, embed_missing=True)
             self.vectors.set_index_model(model)
             if drop_other_models:
                 self.vectors.drop_models_except(model)
@@ -269,7 +301,8 @@ class Indexer:
         doc_seq, removed_seq = self.docs.high_water()
         s = self.settings
         index = VectorIndex(self.embedder.dim, exact_max=s.search_exact_max_items, float_max=s.search_float_max_items,
-                            shortlist=s.search_shortlist, fetch_exact=self._fetch_exact)
+                            shortlist=s.search_shortlist, fetch_exact=self._fetch_exact,
+                            max_parts=s.search_max_part_vectors)
         index.reserve(self.docs.count(scope))
         missing = self._add_rows(scope, index, 0, embed_missing=False)
         if missing:
@@ -293,6 +326,9 @@ class Indexer:
             usable = [r for r in rows if r[4] is not None]
             missing += len(rows) - len(usable)
             _add_to_index(index, usable)
+        if self.settings.search_sentence_vectors:
+            for items in self.vectors.sentence_texts(scope, after_id):
+                _add_parts(index, self._part_vectors(items, embed_missing))
         return missing
 
     def _fetch_exact(self, ids: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.float32]]:
@@ -314,6 +350,16 @@ def _add_to_index(index: VectorIndex, rows: Sequence[VectorRow]) -> None:
     when = _when_array([r[1] for r in rows], [r[3] for r in rows])
     matrix = np.frombuffer(b"".join(r[4] for r in rows if r[4] is not None), np.float32).reshape(len(rows), index.dim)
     index.add(ids, matrix, tiers, cats, when)
+
+
+def _add_parts(index: VectorIndex, parts: Sequence[tuple[int, bytes]]) -> None:
+    import numpy as np
+
+    parts = [p for p in parts if len(p[1]) == index.dim * 4]
+    if parts:
+        ids = np.fromiter((p[0] for p in parts), np.int64, len(parts))
+        matrix = np.frombuffer(b"".join(p[1] for p in parts), np.float32).reshape(len(parts), index.dim)
+        index.add_parts(ids, matrix)
 
 
 def _when_array(tiers: list[str], ats: list[str | None]) -> npt.NDArray[np.int64]:

@@ -8,6 +8,10 @@ the best of those are re-scored once more with the exact float32 vectors that ``
 reads from SQLite. Items are added, replaced and removed in place (swap with the last row), so a
 write is visible to the next search without a reload.
 
+An item may also hold *part* vectors (one per sentence of a longer record, see
+:mod:`tiermem.search.parts`), kept in float32 and searched exactly; an item's score is then the
+best of its own and its parts' similarities (max-sim).
+
 Not thread-safe: the search engine holds a lock around every call.
 """
 
@@ -58,7 +62,7 @@ class VectorIndex:
     """The vectors of one scope with their ids and the metadata the filters need."""
 
     def __init__(self, dim: int, *, exact_max: int = 50_000, float_max: int = 250_000,
-                 shortlist: int = 2000, fetch_exact: ExactFetch | None = None) -> None:
+                 shortlist: int = 2000, fetch_exact: ExactFetch | None = None, max_parts: int = 100_000) -> None:
         import numpy as np
 
         self.dim = dim
@@ -78,6 +82,11 @@ class VectorIndex:
         self._bits: npt.NDArray[np.uint64] | None = None
         self._center: Floats | None = None
         self._words = (dim + 63) // 64
+        self.parts = 0  # part vectors held
+        self.max_parts = max_parts  # past this many the index drops them all (``parts_dropped``)
+        self.parts_dropped = False
+        self._part_row = np.zeros(0, np.int64)  # the row of each part's item
+        self._part_f32: Floats = np.zeros((0, dim), np.float32)
 
     def __len__(self) -> int:
         return self.n
@@ -93,7 +102,8 @@ class VectorIndex:
         return "shortlist" if self._f32 is not None else "int8"
 
     def memory_bytes(self) -> int:
-        arrays = (self._ids, self._tiers, self._cats, self._when, self._f32, self._q8, self._scale, self._bits)
+        arrays = (self._ids, self._tiers, self._cats, self._when, self._f32, self._q8, self._scale, self._bits,
+                  self._part_row, self._part_f32)
         return sum(a.nbytes for a in arrays if a is not None)
 
     # --- writes ----------------------------------------------------------------------------
@@ -117,17 +127,58 @@ class VectorIndex:
         self.n += m
         self._adapt()
 
+    def add_parts(self, ids: Ints, vectors: Floats) -> None:
+        """Add part vectors (L2-normalised float32 ``(m, dim)``) of items already held; parts of
+        unknown items are ignored. An item's parts go when the item is removed or replaced."""
+        import numpy as np
+
+        if vectors.shape != (len(ids), self.dim):
+            raise ValueError(f"vectors of shape {vectors.shape} do not fit an index of dim {self.dim}")
+        known = [k for k, doc_id in enumerate(ids.tolist()) if doc_id in self._row]
+        if not known or self.parts_dropped:
+            return
+        if self.parts + len(known) > self.max_parts:
+            self.parts_dropped = True
+            self.parts = 0
+            self._part_row, self._part_f32 = np.zeros(0, np.int64), np.zeros((0, self.dim), np.float32)
+            return
+        rows = np.fromiter((self._row[int(ids[k])] for k in known), np.int64, len(known))
+        end = self.parts + len(known)
+        if end > len(self._part_row):
+            size = max(end, int(len(self._part_row) * 1.5), 1024)
+            self._part_row = np.concatenate([self._part_row[:self.parts], np.zeros(size - self.parts, np.int64)])
+            grown = np.zeros((size, self.dim), np.float32)
+            grown[:self.parts] = self._part_f32[:self.parts]
+            self._part_f32 = grown
+        self._part_row[self.parts:end] = rows
+        self._part_f32[self.parts:end] = vectors[known]
+        self.parts = end
+
+    def clear_parts(self) -> None:
+        self.parts = 0
+
     def remove(self, ids: Iterable[int]) -> None:
         """Remove items (unknown ids are ignored): the last row moves into each hole."""
         for doc_id in ids:
             row = self._row.pop(doc_id, None)
             if row is None:
                 continue
+            self._drop_parts(row)
             last = self.n - 1
             if row != last:
                 self._move(last, row)
                 self._row[int(self._ids[row])] = row
             self.n = last
+
+    def _drop_parts(self, row: int) -> None:
+        if not self.parts:
+            return
+        keep = self._part_row[:self.parts] != row
+        kept = int(keep.sum())
+        if kept < self.parts:
+            self._part_row[:kept] = self._part_row[:self.parts][keep]
+            self._part_f32[:kept] = self._part_f32[:self.parts][keep]
+            self.parts = kept
 
     def _move(self, src: int, dst: int) -> None:
         for array in (self._ids, self._tiers, self._cats, self._when, self._f32, self._q8, self._scale):
@@ -135,6 +186,9 @@ class VectorIndex:
                 array[dst] = array[src]
         if self._bits is not None:
             self._bits[:, dst] = self._bits[:, src]
+        if self.parts:
+            moved = self._part_row[:self.parts]
+            moved[moved == src] = dst
 
     def reserve(self, size: int) -> None:
         """Make room for ``size`` items at once (a load that knows its size grows only once)."""
@@ -226,6 +280,26 @@ class VectorIndex:
             return []
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(self.dim)
         mask = self._mask(flt) if flt is not None else None
+        found = self._search_items(q, top, mask)
+        return self._with_parts(q, top, mask, found) if self.parts else found
+
+    def _with_parts(self, q: Floats, top: int, mask: npt.NDArray[np.bool_] | None,
+                    found: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """Max-sim: ``found`` merged with the items whose best part vectors score highest."""
+        import numpy as np
+
+        part_rows = self._part_row[:self.parts]
+        scores = self._part_f32[:self.parts] @ q
+        best = _top(scores, top * 4, mask[part_rows] if mask is not None else None)
+        merged = dict(found)
+        rows = np.unique(part_rows[best])
+        own: dict[int, float] = dict(zip(self._ids[rows].tolist(), (self._held(rows) @ q).tolist(), strict=True))
+        for i in best.tolist():
+            doc_id = int(self._ids[part_rows[i]])
+            merged[doc_id] = max(merged.get(doc_id, own[doc_id]), float(scores[i]))
+        return sorted(merged.items(), key=lambda p: (-p[1], p[0]))[:top]
+
+    def _search_items(self, q: Floats, top: int, mask: npt.NDArray[np.bool_] | None) -> list[tuple[int, float]]:
         if self._bits is None:
             scores = self._held(slice(0, self.n)) @ q
             rows = _top(scores, top, mask)

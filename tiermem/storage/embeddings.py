@@ -145,6 +145,27 @@ class EmbeddingRepository:
                 if len(rows) < batch:
                     break
 
+    def sentence_texts(self, scope: Scope | None, after_id: int = 0,
+                       batch: int = 20_000) -> Iterator[list[tuple[int, str]]]:
+        """``(id, text)`` of the items (of ``scope`` or all) with id > ``after_id`` whose text may
+        hold more than one sentence (an end mark followed by white space), in batches by id."""
+        sql = "SELECT d.id, d.text FROM search_docs d WHERE d.id > ? AND d.text GLOB ?"
+        extra: list[Any] = []
+        if scope is not None:
+            sql += " AND d.user_id = ? AND d.agent_name IN (?, ?)"
+            extra = [scope.user_id, scope.agent_name, SHARED_AGENT]
+        last = after_id
+        while True:
+            rows = self._rows(sql + " ORDER BY d.id LIMIT ?", [last, "*[.!?…。！？][ \n\t]*", *extra, batch])
+            if not rows:
+                return
+            yield [(int(r[0]), str(r[1])) for r in rows]
+            last = int(rows[-1][0])
+
+    def vectors_by_hash(self, hashes: Sequence[str], model: str) -> dict[str, bytes]:
+        """``hash -> float32 blob`` of the ``hashes`` that have a vector for ``model``."""
+        return self._vectors_by_hash(sorted(set(hashes)), model)
+
     def _vectors_by_hash(self, hashes: Sequence[str], model: str) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for start in range(0, len(hashes), 500):

@@ -2,11 +2,12 @@
 
     python bench/locomo.py --data ../shared/data/locomo_dev.json --json [--embedder local|hash]
 
-Every turn of every session becomes one daily record ``- Speaker: text`` in a synthetic daily
-file ``memory/<session date>.md`` of the conversation's user (one user per conversation, all in one
-database, so scopes are exercised too). Each question (categories 1-4) is the query; a question's
-R@k is the fraction of its evidence turns among the turns of the top-k hits; a category's figure
-is the mean over its questions and "overall" the mean over all questions of categories 1-4.
+Every session is appended through the Daily tier (``mem.daily.append``) on its own date and
+time, one record ``- Speaker: text`` per turn in ``memory/<session date>.md`` of the
+conversation's user (one user per conversation, all in one database, so scopes are exercised
+too). Each question (categories 1-4) is the query; a question's R@k is the fraction of its
+evidence turns among the turns of the top-k hits; a category's figure is the mean over its
+questions and "overall" the mean over all questions of categories 1-4.
 Malformed evidence ids ("D8:6; D9:17", "D:11:26", "D30:05") are normalised; a question left with
 no valid evidence id is not counted (reported as ``skipped``).
 
@@ -16,7 +17,6 @@ The data is not part of the repository (CC BY-NC 4.0): it is read from ``../shar
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import statistics
@@ -25,14 +25,12 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from tiermem import Memory
-from tiermem.storage.chunks import Chunk, ChunkRepository
 from tiermem.testing import HashEmbedder
-from tiermem.tiers.paths import UserPaths
 
 SESSION_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 CATEGORIES = ("1", "2", "3", "4")
@@ -47,14 +45,11 @@ class DailyFile:
     day: date
     lines: list[str] = field(default_factory=list)
     dia_of_line: dict[int, str] = field(default_factory=dict)
+    sessions: list[tuple[datetime, list[str]]] = field(default_factory=list)  # what is appended, in order
 
     @property
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
-
-    def chunks(self) -> list[Chunk]:
-        return [Chunk("daily", self.path, line, line, self.lines[line - 1], self.day.isoformat())
-                for line in sorted(self.dia_of_line)]
 
 
 def turn_text(turn: dict[str, Any], captions: bool) -> str:
@@ -78,8 +73,10 @@ def daily_files(conversation: dict[str, Any], captions: bool = False) -> list[Da
         if daily is None:
             daily = files[day] = DailyFile(f"memory/{day.isoformat()}.md", day, [f"# Daily Memory: {day.isoformat()}"])
         daily.lines += ["", f"## Conversation ({when:%H:%M})"]
-        for turn in turns:
-            daily.lines.append("- " + turn_text(turn, captions))
+        records = [turn_text(turn, captions) for turn in turns]
+        daily.sessions.append((when.replace(tzinfo=UTC), records))
+        for turn, record in zip(turns, records, strict=True):
+            daily.lines.append("- " + record)
             daily.dia_of_line[len(daily.lines)] = str(turn["dia_id"])
     return [files[day] for day in sorted(files)]
 
@@ -106,15 +103,15 @@ def hit_turns(ref: str, by_path: dict[str, DailyFile]) -> list[str]:
 
 
 def ingest(mem: Memory, files: list[DailyFile]) -> None:
-    """Write the files where the Daily tier keeps them and index them as one chunk per turn."""
-    paths = UserPaths.for_user(mem.root, mem.scope.user_id)
-    repo = ChunkRepository(mem.db)
+    """Append every session through the Daily tier (``mem.daily.append``, on the session's date
+    and time), which writes the file and indexes one chunk per record; then check that the file
+    is exactly the one ``daily_files`` predicted, so hit lines map back to turn ids."""
     for daily in files:
-        target = paths.root / daily.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = daily.text.encode("utf-8")
-        target.write_bytes(data)
-        repo.replace_file(mem.scope.user_id, daily.path, hashlib.sha256(data).hexdigest(), daily.chunks())
+        for when, records in daily.sessions:
+            mem.daily.append("Conversation", records, at=when)
+        written = mem.daily.path_for(daily.day).read_text(encoding="utf-8")
+        if written != daily.text:
+            raise SystemExit(f"{daily.path}: the journal differs from the line map; hits would not map to turns")
 
 
 class CachedEmbedder:

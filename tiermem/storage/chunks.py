@@ -9,6 +9,7 @@ carry ``agent_name = '*'`` (all agents of the user share them).
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +43,19 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _insert(conn: sqlite3.Connection, user_id: str, path: str, chunks: Sequence[Chunk]) -> list[int]:
+    """Insert ``chunks`` of one file; returns their row ids in order."""
+    new: list[int] = []
+    for c in chunks:
+        cur = conn.execute(
+            "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
+            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day, content_hash(c.text)),
+        )
+        new.append(int(cur.lastrowid or 0))
+    return new
+
+
 class ChunkRepository:
     """Chunks and file hashes of every user in one database."""
 
@@ -66,15 +80,7 @@ class ChunkRepository:
             old = [int(r[0]) for r in conn.execute(
                 "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
             conn.execute("DELETE FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))
-            new: list[int] = []
-            for c in chunks:
-                cur = conn.execute(
-                    "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
-                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day,
-                     content_hash(c.text)),
-                )
-                new.append(int(cur.lastrowid or 0))
+            new = _insert(conn, user_id, path, chunks)
             conn.execute(
                 "INSERT INTO indexed_files (user_id, path, sha256) VALUES (?, ?, ?)"
                 " ON CONFLICT (user_id, path) DO UPDATE SET sha256 = excluded.sha256",
@@ -93,15 +99,7 @@ class ChunkRepository:
                                (user_id, path)).fetchone()
             if row is None or str(row[0]) != expected_sha256:
                 return None
-            new: list[int] = []
-            for c in chunks:
-                cur = conn.execute(
-                    "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
-                    " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day,
-                     content_hash(c.text)),
-                )
-                new.append(int(cur.lastrowid or 0))
+            new = _insert(conn, user_id, path, chunks)
             conn.execute("UPDATE indexed_files SET sha256 = ? WHERE user_id = ? AND path = ?",
                          (file_sha256, user_id, path))
         self._emit("added", new)

@@ -124,7 +124,8 @@ class Memory:
     # --- Core tier: facts ------------------------------------------------------------------
     @cached_property
     def facts(self) -> FactStore:
-        policy = FactPolicy(self.settings.fact_confidence_threshold, self.settings.max_facts)
+        policy = FactPolicy(self.settings.fact_confidence_threshold, self.settings.max_facts,
+                            self.settings.redact_secrets)
         store = FactStore(self._repo, self.scope, self.clock, policy)
         store.subscribe(self._fact_changed)  # embeds new facts right after the commit
         return store

@@ -18,6 +18,7 @@ from typing import Literal
 from tiermem import validate
 from tiermem.clock import Clock, utc_iso
 from tiermem.errors import FactNotFound, InvalidInput
+from tiermem.redact import redact
 from tiermem.storage.facts import FactRepository
 from tiermem.types import SUMMARY_KEYS, AuditEntry, Fact, Scope
 
@@ -34,6 +35,7 @@ class FactPolicy:
 
     confidence_threshold: float = 0.5
     max_facts: int = 500
+    redact_secrets: bool = True
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,13 @@ class FactStore:
         events: list[tuple[str, Fact]] = []
         with self.repo.atomic():
             for item in items:
-                results.append(self._admit(item, origin, run_id, events))
+                results.append(self._admit(self._scrubbed(item), origin, run_id, events))
         self._notify(events)
         return results
+
+    def _scrubbed(self, item: NewFact) -> NewFact:
+        """R68: secrets never reach the database."""
+        return replace(item, content=redact(item.content)) if self.policy.redact_secrets else item
 
     def _admit(self, item: NewFact, origin: Origin, run_id: str | None, events: list[tuple[str, Fact]]) -> Admission:
         norm = validate.normalise(item.content)
@@ -188,6 +194,8 @@ class FactStore:
     ) -> Fact:
         """Change only the fields given; ``createdAt`` never changes."""
         new_content = validate.content(content) if content is not None else None
+        if new_content is not None and self.policy.redact_secrets:
+            new_content = redact(new_content)
         new_category = validate.category(category) if category is not None else None
         new_confidence = validate.confidence(confidence) if confidence is not None else None
         if new_content is None and new_category is None and new_confidence is None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.clock import Clock
 from tiermem.config import Settings
+from tiermem.redact import redact
 from tiermem.storage.chunks import ChunkRepository
 from tiermem.storage.db import Database
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository
@@ -35,7 +36,7 @@ class Tiers:
         hashes = FlushHashRepository(db)
         self.daily = DailyJournal(self.paths, clock, settings.tz(), retention_days=settings.daily_retention_days,
                                   consolidated=ConsolidatedDayRepository(db), flush_hashes=hashes,
-                                  listener=self.index)
+                                  listener=self.index, scrub=redact if settings.redact_secrets else None)
         self.core = CoreFile(self.paths, listener=self.index)
         self.worker = BackgroundWorker(f"tiermem-sessions-{scope.user_id}-{scope.agent_name}")
         flusher = SessionFlusher(self.daily, hashes, llm, self.worker)

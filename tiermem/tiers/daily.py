@@ -136,8 +136,10 @@ class DailyJournal:
     def __init__(self, paths: UserPaths, clock: Clock, tz: tzinfo, *, retention_days: int = 90,
                  consolidated: ConsolidatedDayRepository | None = None,
                  flush_hashes: FlushHashRepository | None = None,
-                 listener: JournalListener | None = None) -> None:
+                 listener: JournalListener | None = None,
+                 scrub: Callable[[str], str] | None = None) -> None:
         self.paths = paths
+        self.scrub = scrub  # e.g. tiermem.redact.redact: every write path passes through append
         self.clock = clock
         self.tz = tz
         self.retention_days = retention_days
@@ -175,6 +177,8 @@ class DailyJournal:
         default); returns the file's path."""
         kind = check_kind(kind)
         records = check_lines(lines)
+        if self.scrub is not None:
+            records = [self.scrub(r) for r in records]
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
             raise InvalidInput("at must be a timezone-aware datetime")
         moment = (at if at is not None else self.clock.now()).astimezone(self.tz)

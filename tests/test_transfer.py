@@ -68,3 +68,16 @@ def test_malformed_export_changes_nothing(mem: Memory, bad: object) -> None:
     with pytest.raises(InvalidInput):
         mem.import_(bad)
     assert mem.export() == before
+
+
+def test_memory_md_versions_and_dream_state_round_trip(mem: Memory, clock: FakeClock, tmp_path: Path) -> None:
+    from tiermem.storage.dreams import DreamRepository
+
+    repo = DreamRepository(mem.db)
+    repo.save_version("default", "- old bullet\n", True, "dream", clock.now())
+    data = mem.export()
+    assert [v["content"] for v in data["core_versions"]] == ["- old bullet\n"]
+    with Memory(tmp_path / "restored", embedder=HashEmbedder(), clock=clock) as restored:
+        restored.import_(json.loads(json.dumps(data)))
+        assert [v.content for v in restored.dream_versions()] == ["- old bullet\n"]
+        assert restored.export() == data

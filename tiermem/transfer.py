@@ -102,6 +102,11 @@ register_section(_simple_section(
     "audit", "audit", ("id", "user_id", "agent_name", "at", "action", "fact_id", "content", "reason", "source",
                        "run_id"), "id", ("id",)))
 register_section(Section("plans", dump_plans, restore_plans))
+register_section(_simple_section(
+    "core_versions", "core_versions", ("id", "user_id", "created_at", "cause", "content", "existed", "sha256"),
+    "id", ("id",)))
+register_section(_simple_section(
+    "dream_state", "dream_state", ("user_id", "daily_sha256", "days", "at"), "user_id", ("user_id",)))
 
 
 def export_data(db: Database) -> dict[str, Any]:

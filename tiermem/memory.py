@@ -214,7 +214,7 @@ class Memory:
         return self._search.reindex(progress, drop_other_models)
 
     def stats(self) -> dict[str, Any]:
-        """What the scope holds; parts add their own figures through :attr:`stat_sources`."""
+        """What the scope holds: facts by category and the update queue's backlog."""
         from collections import Counter
 
         facts = self.facts.list()
@@ -227,17 +227,8 @@ class Memory:
         }
         from tiermem.storage.outbox import OutboxRepository
 
-        counts = OutboxRepository(self.db).counts()
-        data["queue_pending"] = counts.get("pending", 0) + counts.get("processing", 0)
-        data["queue_dead"] = counts.get("dead", 0)
-        for source in self.stat_sources:
-            data.update(source())
+        data.update(OutboxRepository(self.db).backlog())
         return data
-
-    @cached_property
-    def stat_sources(self) -> list[Callable[[], dict[str, Any]]]:
-        """Callables adding entries to :meth:`stats` (queue, search index, ...)."""
-        return []
 
     # --- boulder state and system context (R54-R57) ---------------------------------------
     @cached_property

@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from tiermem.cli.app import cli, json_option, print_json, state_of
-from tiermem.clock import utc_iso
+from tiermem.cli.render import plan_table
 from tiermem.errors import InvalidInput, NotFound
 from tiermem.plans.plan import PLAN_STATUSES, Plan
-
-
-def _table(plans: Sequence[Plan]) -> None:
-    from rich.table import Table
-
-    from tiermem.cli.render import console
-
-    if not plans:
-        console.print("[dim]no plans[/dim]")
-        return
-    table = Table()
-    for column in ("id", "status", "done", "title", "updated"):
-        table.add_column(column, overflow="fold")
-    for plan in plans:
-        done, total = plan.progress
-        table.add_row(plan.id, plan.status, f"{done}/{total}", plan.title, utc_iso(plan.updated_at)[:19] + "Z")
-    console.print(table, markup=False)
 
 
 def _show(plan: Plan, as_json: bool) -> None:
@@ -67,7 +49,7 @@ def plan_list(ctx: click.Context, status: str | None, as_json: bool) -> None:
     if as_json:
         print_json([p.to_dict() for p in plans])
     else:
-        _table(plans)
+        plan_table(plans)
 
 
 @plan.command("show")

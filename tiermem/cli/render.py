@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tiermem.clock import utc_iso
+from tiermem.plans.plan import Plan
 from tiermem.types import AuditEntry, Fact, SearchHit
 
 console = Console(soft_wrap=False)
@@ -48,3 +49,16 @@ def hit_table(hits: Sequence[SearchHit]) -> None:
         tier = h.tier + (" (pending)" if h.provisional else "")
         table.add_row(f"{h.score:.3f}", tier, h.ref, h.text)
     console.print(table)
+
+
+def plan_table(plans: Sequence[Plan]) -> None:
+    if not plans:
+        console.print("[dim]no plans[/dim]")
+        return
+    table = Table()
+    for column in ("id", "status", "done", "title", "updated"):
+        table.add_column(column, overflow="fold")
+    for plan in plans:
+        done, total = plan.progress
+        table.add_row(plan.id, plan.status, f"{done}/{total}", plan.title, utc_iso(plan.updated_at)[:19] + "Z")
+    console.print(table, markup=False)

@@ -79,7 +79,6 @@ class UpdateQueue:
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self.calls = 0
         atexit.register(_close_at_exit, weakref.ref(self))
 
     # --- the agent's side --------------------------------------------------------------
@@ -165,7 +164,6 @@ class UpdateQueue:
         return handled
 
     def _process(self, item: OutboxItem, force: bool) -> None:
-        self.calls += 1
         try:
             self._pool().submit(self.processor, item, force).result()
         except Deferred as later:
@@ -271,10 +269,6 @@ class UpdateQueue:
             self.wake(now=True)
         return count
 
-    def stats(self) -> dict[str, Any]:
-        counts = self.outbox.counts()
-        return {"queue_pending": counts.get("pending", 0) + counts.get("processing", 0),
-                "queue_dead": counts.get("dead", 0)}
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Drain what is pending (bounded by ``timeout``), then stop the thread and the pool."""

@@ -161,6 +161,12 @@ class OutboxRepository:
             args += [scope.user_id, scope.agent_name]
         return [_item(r) for r in self.db.conn.execute(sql + " ORDER BY enqueued_at, id", args)]
 
+    def backlog(self) -> dict[str, int]:
+        """``queue_pending`` (pending or being processed) and ``queue_dead`` (dead-lettered)."""
+        counts = self.counts()
+        return {"queue_pending": counts.get("pending", 0) + counts.get("processing", 0),
+                "queue_dead": counts.get("dead", 0)}
+
     def counts(self) -> dict[str, int]:
         rows = self.db.conn.execute("SELECT status, COUNT(*) FROM outbox GROUP BY status")
         return {r[0]: int(r[1]) for r in rows}

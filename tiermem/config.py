@@ -43,6 +43,9 @@ class Settings:
     fact_confidence_threshold: float = 0.5
     max_facts: int = 500
     max_injection_tokens: int = 2000
+    inject_core: bool = True  # R21: MEMORY.md bullets in the injection text ("Core Memory:")
+    inject_core_max_share: float = 0.5  # at most this share of the injection budget goes to Core
+    inject_notes: int = 5  # with query=: at most this many Daily hits under "Relevant notes:"
     daily_retention_days: int = 90
     timezone: str | None = None
     session_max_tokens: int = 8000
@@ -50,11 +53,14 @@ class Settings:
     redact_secrets: bool = True
     dream_schedule: str | None = "03:00"
     dream_lookback_days: int = 2
+    dream_input_tokens: int = 12_000  # the most Daily text one Deep Dream call reads (most recent first)
+    tool_result_max_chars: int = 4000  # a tool result longer than this is journaled with "[… N characters omitted]"
     search_keyword_weight: float = 2.0  # weighted fusion 2:1 measured best on LoCoMo (bench/locomo.py)
     search_vector_weight: float = 1.0
     search_recency_half_life_days: float | None = None
     search_mmr_lambda: float | None = None
     search_fusion: str = "weighted"  # or "rrf"; weighted beat RRF on LoCoMo by 0.07-0.09 R@10
+    search_min_score: float | None = None  # hits below are dropped; None: the embedder model's default
     search_candidates: int = 50  # per retriever, before fusion
     search_keyword_budget: int = 5_000  # summed document frequency of the terms one query may use (BM25 cost)
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
@@ -119,11 +125,15 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 def _check(settings: Settings) -> Settings:
     if not 0.0 <= settings.fact_confidence_threshold <= 1.0:
         raise ConfigError("fact_confidence_threshold must be within [0, 1]")
+    if not 0.0 <= settings.inject_core_max_share <= 1.0:
+        raise ConfigError("inject_core_max_share must be within [0, 1]")
     for name in ("max_facts", "max_injection_tokens", "max_live_sessions", "session_max_tokens",
-                 "daily_retention_days", "queue_max_attempts", "dream_lookback_days", "extract_min_turns"):
+                 "daily_retention_days", "queue_max_attempts", "dream_lookback_days", "extract_min_turns",
+                 "dream_input_tokens", "tool_result_max_chars"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name} must be at least 1")
-    for name in ("debounce_seconds", "update_delay_seconds", "provider_timeout_seconds", "extract_idle_seconds"):
+    for name in ("debounce_seconds", "update_delay_seconds", "provider_timeout_seconds", "extract_idle_seconds",
+                 "inject_notes"):
         if getattr(settings, name) < 0:
             raise ConfigError(f"{name} must not be negative")
     _check_search(settings)
@@ -136,6 +146,8 @@ def _check_search(settings: Settings) -> None:
         raise ConfigError(f"search_fusion must be 'rrf' or 'weighted', got {settings.search_fusion!r}")
     if min(settings.search_keyword_weight, settings.search_vector_weight, settings.search_context_weight) < 0:
         raise ConfigError("search weights must not be negative")
+    if settings.search_min_score is not None and not 0.0 <= settings.search_min_score <= 1.0:
+        raise ConfigError("search_min_score must be within [0, 1]")
     if settings.search_mmr_lambda is not None and not 0.0 <= settings.search_mmr_lambda <= 1.0:
         raise ConfigError("search_mmr_lambda must be within [0, 1]")
     if settings.search_recency_half_life_days is not None and settings.search_recency_half_life_days <= 0:

@@ -178,16 +178,19 @@ class Memory:
         return compress(messages, protect_turns, llm=options.pop("llm", self.llm), **options)
 
     def search(self, query: str, k: int = 10, category: str | None = None, tier: str | None = None,
-               since: Any = None, until: Any = None, include_pending: bool = False) -> list[SearchHit]:
+               since: Any = None, until: Any = None, include_pending: bool = False,
+               min_score: float | None = None) -> list[SearchHit]:
         """Hybrid keyword + vector search over this scope's facts, ``MEMORY.md`` and daily records.
 
         ``tier``: "fact" | "core" | "daily"; ``category`` (facts only); ``since``/``until``: date,
         datetime or ISO string (facts by creation time, daily records by day). Bad arguments
         raise :class:`InvalidInput`; control characters in ``query`` are ignored.
         ``include_pending``: also ask the engine's ``pending_sources`` (queued items not extracted
-        yet) for hits, marked ``provisional``.
+        yet) for hits, marked ``provisional``. ``min_score``: hits scoring below are dropped
+        (``None``: the ``search_min_score`` setting, else the embedder model's measured default;
+        ``0`` keeps everything).
         """
-        return self._search.search(self.scope, query, k, category, tier, since, until, include_pending)
+        return self._search.search(self.scope, query, k, category, tier, since, until, include_pending, min_score)
 
     @cached_property
     def _search(self) -> SearchEngine:

@@ -31,6 +31,7 @@ from tiermem.config import Settings
 from tiermem.errors import InvalidInput
 from tiermem.search import fts
 from tiermem.search.filters import SearchFilters, build_filters
+from tiermem.search.floor import check_min_score, default_min_score
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
 from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
 from tiermem.search.keywords import KeywordSearch
@@ -111,20 +112,30 @@ class SearchEngine:
 
     # --- search ----------------------------------------------------------------------------
     def search(self, scope: Scope, query: Any, k: Any = 10, category: Any = None, tier: Any = None,
-               since: Any = None, until: Any = None, include_pending: Any = False) -> list[SearchHit]:
-        """The ``k`` best hits for ``query`` in ``scope`` (see the module docstring)."""
+               since: Any = None, until: Any = None, include_pending: Any = False,
+               min_score: Any = None) -> list[SearchHit]:
+        """The ``k`` best hits for ``query`` in ``scope`` that score at least ``min_score`` (default:
+        :meth:`min_score`) (see the module docstring)."""
         text = clean_query(query)
         k = validate.positive_int(k, "k", MAX_K)
         filters = build_filters(category, tier, since, until, self.tz)
         if not isinstance(include_pending, bool):
             raise InvalidInput("include_pending must be True or False")
+        floor = check_min_score(min_score)
         for hook in list(self.before_search):
             hook()
         vector = self.indexer.embed_query(text)
         hits = self.search_vector(scope, text, vector, k, filters)
         if include_pending and self.pending_sources:
             hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector), hits)
-        return hits
+        floor = self.min_score() if floor is None else floor
+        return [hit for hit in hits if hit.score >= floor]
+
+    def min_score(self) -> float:
+        """The floor in force: ``search_min_score``, else the embedder model's default."""
+        if self.settings.search_min_score is not None:
+            return self.settings.search_min_score
+        return default_min_score(self.indexer.model)
 
     def search_vector(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
                       filters: SearchFilters) -> list[SearchHit]:

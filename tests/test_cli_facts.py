@@ -12,7 +12,7 @@ from tiermem.cli.main import cli
 
 def run(root: Path, *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["--root", str(root), *args], env={"TIERMEM_EMBEDDER": "hash"})
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output  # stdout, or the error
 
 
 def test_remember_list_show_edit_delete(tmp_path: Path) -> None:
@@ -34,6 +34,7 @@ def test_remember_list_show_edit_delete(tmp_path: Path) -> None:
 
 
 def test_errors_exit_1_with_one_line(tmp_path: Path) -> None:
+    assert run(tmp_path, "init")[0] == 0
     code, out = run(tmp_path, "facts", "delete", "fact_00000000")
     assert code == 1 and "no fact" in out and "Traceback" not in out
     code, out = run(tmp_path, "remember", "x", "--confidence", "nan")
@@ -77,3 +78,37 @@ def test_short_commands_leave_queued_items_to_the_queue(tmp_path: Path) -> None:
         assert conn.execute("SELECT status FROM outbox").fetchall() == [("pending",)]
     code, out = run(tmp_path, "queue", "flush")
     assert code == 0 and "queue empty" in out
+
+
+def test_remember_says_why_a_fact_was_skipped(tmp_path: Path) -> None:
+    code, out = run(tmp_path, "remember", "Prefers dark mode", "--json")
+    fact_id = json.loads(out)[0]["fact"]["id"]
+    code, out = run(tmp_path, "remember", "prefers DARK  mode", "Maybe likes tea", "--confidence", "0.3")
+    assert code == 0 and out.splitlines() == [
+        "skipped: confidence 0.30 below threshold 0.50 -- prefers DARK  mode",
+        "skipped: confidence 0.30 below threshold 0.50 -- Maybe likes tea"]
+    code, out = run(tmp_path, "remember", "prefers DARK  mode", "Likes tea", "--json")
+    duplicate, added = json.loads(out)
+    assert duplicate == {"content": "prefers DARK  mode", "fact": None, "reason": f"duplicate of {fact_id}"}
+    assert added["fact"]["content"] == "Likes tea" and added["reason"] is None
+    code, out = run(tmp_path, "facts", "delete", fact_id)
+    code, out = run(tmp_path, "remember", "Prefers dark mode")  # a person may bring deleted content back
+    assert code == 0 and out.startswith("remembered fact_")
+    code, out = run(tmp_path, "history", "--json")
+    assert [e["reason"] for e in json.loads(out) if e["action"] == "skipped"] == [
+        "confidence 0.30 below threshold 0.50", "confidence 0.30 below threshold 0.50", f"duplicate of {fact_id}"]
+
+
+def test_delete_with_one_unknown_id_deletes_nothing(tmp_path: Path) -> None:
+    code, out = run(tmp_path, "remember", "one", "two", "--json")
+    one, two = (item["fact"]["id"] for item in json.loads(out))
+    code, out = run(tmp_path, "facts", "delete", one, "fact_00000000", two)
+    assert code == 1 and out.count("\n") == 1
+    assert "no fact 'fact_00000000'" in out and "nothing was deleted" in out and one not in out
+    code, out = run(tmp_path, "facts", "list", "--json")
+    assert sorted(f["id"] for f in json.loads(out)) == sorted([one, two])
+    code, out = run(tmp_path, "history", "--json")
+    assert [e["action"] for e in json.loads(out)] == ["added", "added"]  # no delete was audited
+    code, out = run(tmp_path, "facts", "delete", one, two, one, "--json")
+    assert code == 0 and json.loads(out) == {"deleted": [one, two]}
+    assert json.loads(run(tmp_path, "facts", "list", "--json")[1]) == []

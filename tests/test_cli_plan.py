@@ -14,7 +14,7 @@ STEPS = ["write tests", "fix bugs", "release"]
 
 def run(root: Path, *args: str, stdin: str | None = None) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["--root", str(root), *args], env={"TIERMEM_EMBEDDER": "hash"}, input=stdin)
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output  # stdout, or the error
 
 
 def test_cli_start_check_show_list_resume(tmp_path: Path) -> None:
@@ -41,6 +41,7 @@ def test_cli_start_check_show_list_resume(tmp_path: Path) -> None:
 
 
 def test_cli_errors(tmp_path: Path) -> None:
+    assert run(tmp_path, "init")[0] == 0
     code, out = run(tmp_path, "plan", "show")
     assert code == 1 and "no active plan" in out
     code, out = run(tmp_path, "plan", "start", "x", "--json")

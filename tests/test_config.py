@@ -58,7 +58,7 @@ def test_memory_passes_settings_through(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_unknown_provider_names_fail_clearly(tmp_path: Path) -> None:
-    with Memory(tmp_path, llm="nosuch:model", embedder=HashEmbedder()) as m, pytest.raises(ConfigError, match="nosuch"):
-        _ = m.llm
+    with pytest.raises(ConfigError, match="nosuch"):  # the name is checked when the store opens
+        Memory(tmp_path, llm="nosuch:model", embedder=HashEmbedder())
     with Memory(tmp_path, llm="none", embedder=HashEmbedder()) as m:
         assert m.llm is None

@@ -199,6 +199,44 @@ def test_recall_finds_what_was_remembered(mem: Memory) -> None:
     run_with(mem, scenario)
 
 
+def test_recall_has_a_relevance_floor_and_says_when_nothing_clears_it(mem: Memory) -> None:
+    mem.facts.add("Prefers dark mode in every editor", "preference")
+    mem.facts.add("Lives in Lyon with two cats", "context")
+
+    async def scenario(client: Client) -> None:
+        schema = {t.name: t for t in (await client.list_tools()).tools}["recall"].input_schema
+        assert schema["properties"]["min_score"]["maximum"] == 1 and "min_score" not in schema.get("required", [])
+        everything = await call(client, "recall", query="dark mode editor", min_score=0)
+        assert everything["min_score"] == 0 and len(everything["hits"]) == 2
+        assert everything["message"] == "2 hit(s) scored above the relevance floor (0.00), best first."
+        low, high = everything["hits"][-1]["score"], everything["hits"][0]["score"]
+        assert 0 <= low < high <= 1
+        cut = (low + high) / 2
+        kept = await call(client, "recall", query="dark mode editor", min_score=cut)
+        assert [h["text"] for h in kept["hits"]] == ["Prefers dark mode in every editor"]
+        assert kept["min_score"] == cut and f"({cut:.2f})" in kept["message"]
+        nothing = await call(client, "recall", query="quantum chromodynamics", tier="core")
+        assert nothing["hits"] == [] and nothing["message"] == (
+            f"No memories scored above the relevance floor ({nothing['min_score']:.2f}) for this query.")
+        assert "min_score must be within [0, 1]" in await call_error(client, "recall", query="x", min_score=1.5)
+        assert "min_score must be within [0, 1]" in await call_error(client, "recall", query="x", min_score=-0.1)
+
+    run_with(mem, scenario)
+
+
+def test_recall_uses_the_configured_floor(root: Path, clock: FakeClock) -> None:
+    with Memory(root, embedder=HashEmbedder(), clock=clock, search_min_score=0.97) as mem:
+        mem.daily.append("Note", "Lunch with Ana")
+
+        async def scenario(client: Client) -> None:
+            found = await call(client, "recall", query="what about lunch", tier="fact")
+            assert found["hits"] == [] and found["min_score"] == 0.97
+            assert found["message"] == "No memories scored above the relevance floor (0.97) for this query."
+            assert (await call(client, "recall", query="lunch Ana", min_score=0))["hits"][0]["tier"] == "daily"
+
+        run_with(mem, scenario)
+
+
 def test_dream_consolidates_daily_notes(root: Path, clock: FakeClock) -> None:
     llm = ScriptedChatModel(["[MEMORY]\n## Work\n- Chose SQLite for storage\n\n[DREAM]\nKept the storage decision."])
     with Memory(root, llm=llm, embedder=HashEmbedder(), clock=clock, timezone="UTC") as mem:

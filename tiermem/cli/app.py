@@ -1,7 +1,13 @@
 """The root command group, its shared options, and the error/exit-code convention.
 
-Exit codes: 0 ok; 1 error with a one-line message (bad input, not found, provider failure;
-traceback only with ``--debug``); 2 usage error (click's convention).
+Exit codes: 0 ok; 1 error with a one-line message (bad input, not found, provider failure,
+a file-system error, no store at the root; traceback only with ``--debug``); 2 usage error
+(click's convention).
+
+A *store* is a root directory holding ``tiermem.db``. Commands that only read (``search``,
+``facts list``, ``daily``, ``stats``, ...) never create one: on a root without a store they exit 1.
+Commands that write create it and say so once on stderr; if the root is a directory that already
+holds other files, they warn first (a mistyped ``--root`` should not go unnoticed).
 """
 
 from __future__ import annotations
@@ -34,14 +40,25 @@ class CliState:
     debug: bool
     _memory: Memory | None = field(default=None, repr=False)
 
-    def memory(self, **settings: Any) -> Memory:
-        """Open the root. Queued items left by other processes are not replayed by a short CLI
-        command (they stay queued); ``tiermem mcp`` and ``tiermem queue`` process them."""
+    def memory(self, *, create: bool = True, announce: bool = True, **settings: Any) -> Memory:
+        """Open the root's store. ``create=False`` (commands that only read, or act on ids that
+        must exist): no store there is an error instead of a new empty one. ``announce``: say on
+        stderr when a store was created. Queued items left by other processes are not replayed by
+        a short CLI command (they stay queued); ``tiermem mcp`` and ``tiermem queue`` process them."""
         if self._memory is None:
-            from tiermem.memory import Memory
+            from tiermem.memory import DB_FILE, Memory
 
+            path = self.root.expanduser().resolve()
+            existed = (path / DB_FILE).is_file()
+            if not existed and not create:
+                raise click.ClickException(f"no tiermem store at {path} (run `tiermem init`, or check --root)")
+            if not existed and _holds_other_files(path):
+                click.echo(f"warning: {path} is not empty but holds no tiermem store; creating one there "
+                           "(check --root)", err=True)
             settings.setdefault("queue_replay", False)
             self._memory = Memory(self.root, user_id=self.user, agent_name=self.agent, **settings)
+            if not existed and announce:
+                click.echo(f"created a tiermem store at {path}", err=True)
         return self._memory
 
     def close(self) -> None:
@@ -50,16 +67,38 @@ class CliState:
             self._memory = None
 
 
+def _holds_other_files(path: Path) -> bool:
+    """True when ``path`` is a directory with entries other than a ``tiermem.toml``."""
+    from tiermem.config import CONFIG_FILE
+
+    try:
+        return any(entry.name != CONFIG_FILE for entry in path.iterdir())
+    except OSError:  # missing, not a directory, unreadable: creating the store will say why
+        return False
+
+
+def os_error_text(exc: OSError) -> str:
+    """``/x/backup.json: No such file or directory`` (the path first, then why)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason
+
+
 class TiermemGroup(click.Group):
-    """Turns TiermemError into a one-line message and exit code 1 (traceback with --debug)."""
+    """Turns TiermemError, file-system errors (OSError) and undecodable input files into a
+    one-line message and exit code 1 (traceback with --debug)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except TiermemError as exc:
+        except (TiermemError, OSError, UnicodeDecodeError) as exc:
             state = ctx.obj if isinstance(ctx.obj, CliState) else None
             if state is not None and state.debug:
                 raise
+            if isinstance(exc, OSError):
+                raise click.ClickException(os_error_text(exc)) from exc
+            if isinstance(exc, UnicodeDecodeError):
+                raise click.ClickException(f"not UTF-8 text: {exc}") from exc
             raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
 
 

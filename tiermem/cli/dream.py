@@ -25,7 +25,7 @@ def dream(ctx: click.Context, days: int | None, force: bool, dry_run: bool, as_j
     Example:
       TIERMEM_LLM=openai:gpt-4o-mini tiermem dream --days 2 --dry-run
     """
-    mem = state_of(ctx).memory()
+    mem = state_of(ctx).memory(create=False)
     result = mem.deep_dream(lookback_days=days or mem.settings.dream_lookback_days, force=force, dry_run=dry_run)
     if as_json:
         print_json(result.to_dict())
@@ -57,7 +57,7 @@ def rollback(ctx: click.Context, version: int | None, list_only: bool, as_json: 
       tiermem rollback --list
       tiermem rollback 3
     """
-    mem = state_of(ctx).memory()
+    mem = state_of(ctx).memory(create=False)
     if list_only:
         versions = mem.dream_versions()
         if as_json:

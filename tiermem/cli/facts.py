@@ -21,24 +21,24 @@ _CATEGORY = click.Choice(CATEGORIES)
 @click.pass_context
 def remember(ctx: click.Context, contents: tuple[str, ...], category: str, confidence: float,
              source: str | None, as_json: bool) -> None:
-    """Store one or more facts (skipped ones are reported, not stored).
+    """Store one or more facts; a skipped one is reported with its reason (a duplicate of a
+    stored fact, confidence below fact_confidence_threshold, ...) and not stored.
 
     \b
     Example:
       tiermem remember "Prefers dark mode" -c preference --confidence 0.9
     """
-    mem = state_of(ctx).memory()
     items = [NewFact.checked(text, category, confidence, source) for text in contents]
-    results = mem.facts.add_many(items)
+    results = state_of(ctx).memory().facts.admit(items)
     if as_json:
-        pairs = zip(items, results, strict=True)
-        print_json([{"content": i.content, "fact": f.to_dict() if f else None} for i, f in pairs])
+        print_json([{"content": a.item.content, "fact": a.fact.to_dict() if a.fact else None, "reason": a.reason}
+                    for a in results])
         return
-    for item, fact in zip(items, results, strict=True):
-        if fact:
-            click.echo(f"remembered {fact.id}: {fact.content}")
+    for admission in results:
+        if admission.fact is not None:
+            click.echo(f"remembered {admission.fact.id}: {admission.fact.content}")
         else:
-            click.echo(f"skipped (see `tiermem history`): {item.content}")
+            click.echo(f"skipped: {admission.reason} -- {admission.item.content}")
 
 
 @cli.group()
@@ -62,7 +62,7 @@ def facts_list(ctx: click.Context, category: str | None, as_json: bool) -> None:
     Example:
       tiermem facts list --json
     """
-    found = state_of(ctx).memory().facts.list(category)
+    found = state_of(ctx).memory(create=False).facts.list(category)
     if as_json:
         print_json([f.to_dict() for f in found])
     else:
@@ -80,7 +80,7 @@ def facts_show(ctx: click.Context, fact_id: str, as_json: bool) -> None:
     Example:
       tiermem facts show fact_1a2b3c4d
     """
-    mem = state_of(ctx).memory()
+    mem = state_of(ctx).memory(create=False)
     fact = mem.facts.get(fact_id)
     trail = mem.facts.history(fact_id=fact_id)
     if as_json:
@@ -107,7 +107,7 @@ def facts_edit(ctx: click.Context, fact_id: str, content: str | None, category: 
     """
     if content is None and category is None and confidence is None:
         raise click.UsageError("give at least one of --content, --category, --confidence")
-    fact = state_of(ctx).memory().facts.update(fact_id, content, category, confidence)
+    fact = state_of(ctx).memory(create=False).facts.update(fact_id, content, category, confidence)
     if as_json:
         print_json(fact.to_dict())
     else:
@@ -119,19 +119,18 @@ def facts_edit(ctx: click.Context, fact_id: str, content: str | None, category: 
 @json_option
 @click.pass_context
 def facts_delete(ctx: click.Context, fact_ids: tuple[str, ...], as_json: bool) -> None:
-    """Delete facts; their content is tombstoned so extraction will not add it back.
+    """Delete facts, all or none: if one id is unknown, nothing is deleted and the error names
+    it. The content is tombstoned so extraction will not add it back.
 
     \b
     Example:
-      tiermem facts delete fact_1a2b3c4d
+      tiermem facts delete fact_1a2b3c4d fact_5e6f7a8b
     """
-    mem = state_of(ctx).memory()
-    for fact_id in fact_ids:
-        mem.facts.delete(fact_id)
+    deleted = state_of(ctx).memory(create=False).facts.delete_many(fact_ids)
     if as_json:
-        print_json({"deleted": list(fact_ids)})
+        print_json({"deleted": [fact.id for fact in deleted]})
     else:
-        click.echo(f"deleted {', '.join(fact_ids)}")
+        click.echo(f"deleted {', '.join(fact.id for fact in deleted)}")
 
 
 @cli.command()
@@ -146,7 +145,7 @@ def history(ctx: click.Context, limit: int, fact_id: str | None, as_json: bool) 
     Example:
       tiermem history --limit 20
     """
-    trail = state_of(ctx).memory().facts.history(limit, fact_id)
+    trail = state_of(ctx).memory(create=False).facts.history(limit, fact_id)
     if as_json:
         print_json([e.to_dict() for e in trail])
     else:

@@ -19,8 +19,9 @@ def mcp_command(ctx: click.Context, http_port: int | None, host: str) -> None:
     """Run the MCP server (tools: remember, recall, forget, list_facts, daily_note, dream,
     plan_*; resources: memory://core, memory://daily/today, memory://injection).
 
-    The scope comes from --user/--agent (or TIERMEM_USER/TIERMEM_AGENT). See docs/mcp.md for
-    the client configuration.
+    The scope comes from --user/--agent (or TIERMEM_USER/TIERMEM_AGENT). A provider that cannot
+    be built (an unknown name, a missing API key) is reported on stderr before the server starts
+    (exit 1). See docs/mcp.md for the client configuration.
 
     \b
     Example:
@@ -31,6 +32,7 @@ def mcp_command(ctx: click.Context, http_port: int | None, host: str) -> None:
         raise click.UsageError("--host only applies with --http PORT")
     state = state_of(ctx)
     mem = state.memory(queue_replay=True)  # a long-lived process: replay the queue, run the dreams
+    _ = mem.embedder  # build the providers now: a missing API key stops the server before it serves
     if mem.llm is not None:
         mem.start_dream_scheduler()
     from tiermem.mcp.server import HTTP_PATH, serve

@@ -45,7 +45,7 @@ def plan_list(ctx: click.Context, status: str | None, as_json: bool) -> None:
     Example:
       tiermem plan list --status paused --json
     """
-    plans = state_of(ctx).memory().plans.list(status)
+    plans = state_of(ctx).memory(create=False).plans.list(status)
     if as_json:
         print_json([p.to_dict() for p in plans])
     else:
@@ -64,7 +64,7 @@ def plan_show(ctx: click.Context, plan_id: str | None, prompt: bool, as_json: bo
     Example:
       tiermem plan show --prompt
     """
-    plans = state_of(ctx).memory().plans
+    plans = state_of(ctx).memory(create=False).plans
     found = plans.get(plan_id) if plan_id is not None else plans.active()
     if found is None:
         raise NotFound("no active plan")
@@ -107,7 +107,7 @@ def _item_command(name: str, doc: str, method: str) -> None:
     @json_option
     @click.pass_context
     def command(ctx: click.Context, plan_id: str, index: int, as_json: bool) -> None:
-        plans = state_of(ctx).memory().plans
+        plans = state_of(ctx).memory(create=False).plans
         _show(getattr(plans, method)(plan_id, index), as_json)
 
 
@@ -117,7 +117,7 @@ def _status_command(name: str, doc: str, method: str) -> None:
     @json_option
     @click.pass_context
     def command(ctx: click.Context, plan_id: str, as_json: bool) -> None:
-        plans = state_of(ctx).memory().plans
+        plans = state_of(ctx).memory(create=False).plans
         _show(getattr(plans, method)(plan_id), as_json)
 
 
@@ -145,7 +145,7 @@ def plan_resume(ctx: click.Context, plan_id: str | None, as_json: bool) -> None:
       tiermem plan resume plan_1a2b3c4d
       tiermem plan resume
     """
-    plans = state_of(ctx).memory().plans
+    plans = state_of(ctx).memory(create=False).plans
     if plan_id is not None:
         _show(plans.resume(plan_id), as_json)
         return

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -61,4 +62,18 @@ def plan_table(plans: Sequence[Plan]) -> None:
     for plan in plans:
         done, total = plan.progress
         table.add_row(plan.id, plan.status, f"{done}/{total}", plan.title, utc_iso(plan.updated_at)[:19] + "Z")
+    console.print(table, markup=False)
+
+
+def stats_table(data: Mapping[str, Any]) -> None:
+    """``Memory.stats()`` as two columns; a nested count (facts by category) as indented rows."""
+    table = Table(show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            for name, count in value.items():
+                table.add_row(f"  {name}", str(count))
+            continue
+        table.add_row(key.replace("_", " "), "-" if value is None else str(value))
     console.print(table, markup=False)

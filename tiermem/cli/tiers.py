@@ -39,20 +39,31 @@ def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], Non
 @click.option("--since", default=None, help="Earliest date (YYYY-MM-DD).")
 @click.option("--until", default=None, help="Latest date (YYYY-MM-DD).")
 @click.option("--pending", is_flag=True, help="Also show queued turns not extracted yet (provisional).")
+@click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=None, metavar="X",
+              help="Drop hits scoring below X (0-1); default: the relevance floor of the embedder "
+                   "(search_min_score); 0 shows everything.")
 @json_option
 @click.pass_context
 def search(ctx: click.Context, query: str, k: int, tier: str | None, category: str | None, since: str | None,
-           until: str | None, pending: bool, as_json: bool) -> None:
-    """Hybrid keyword + vector search over facts, MEMORY.md and the daily journal.
+           until: str | None, pending: bool, min_score: float | None, as_json: bool) -> None:
+    """Hybrid keyword + vector search over facts, MEMORY.md and the daily journal. Scores are in
+    [0, 1] and comparable across queries; hits below the relevance floor are not shown.
 
     \b
     Example:
       tiermem search "where does the user live" -k 5 --json
+      tiermem search "dark mode" --min-score 0
     """
-    hits = state_of(ctx).memory().search(query, k=k, category=category, tier=tier, since=since, until=until,
-                                         include_pending=pending)
+    mem = state_of(ctx).memory(create=False)
+    hits = mem.search(query, k=k, category=category, tier=tier, since=since, until=until, include_pending=pending,
+                      min_score=min_score)
     if as_json:
         print_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        floor = min_score if min_score is not None else mem._search.min_score()  # the floor in force
+        click.echo(f"no memories scored above the relevance floor ({floor:.2f}) for this query"
+                   + ("; --min-score 0 shows everything" if floor > 0 else ""))
         return
     from tiermem.cli.render import hit_table
 
@@ -61,18 +72,56 @@ def search(ctx: click.Context, query: str, k: int, tier: str | None, category: s
 
 @cli.command()
 @click.argument("day", required=False)
+@json_option
 @click.pass_context
-def daily(ctx: click.Context, day: str | None) -> None:
-    """Print the daily journal of DAY (YYYY-MM-DD; default today).
+def daily(ctx: click.Context, day: str | None, as_json: bool) -> None:
+    """Print the daily journal of DAY (YYYY-MM-DD; default today). With --json: the day, the
+    file's path, its text and its records (line range, heading, text).
 
     \b
     Example:
       tiermem daily 2026-03-14
+      tiermem daily --json
     """
-    text = state_of(ctx).memory().daily.read(day)
+    journal = state_of(ctx).memory(create=False).daily
+    text = journal.read(day)
     if not text:
         raise click.ClickException(f"no daily file for {day or 'today'}")
+    if as_json:
+        from dataclasses import asdict
+
+        from tiermem.tiers.daily import parse_day
+        from tiermem.tiers.markdown import parse_records
+
+        when = journal.today() if day is None else parse_day(day, journal.tz)
+        print_json({"day": when.isoformat(), "path": str(journal.path_for(when)), "text": text,
+                    "records": [asdict(record) for record in parse_records(text)]})
+        return
     click.echo(text, nl=not text.endswith("\n"))
+
+
+@cli.command()
+@click.argument("text")
+@click.option("--kind", default="Note", show_default=True, help="Heading of the block: Note, Decision, ...")
+@json_option
+@click.pass_context
+def note(ctx: click.Context, text: str, kind: str, as_json: bool) -> None:
+    """Append TEXT to today's daily journal as one record under "## <kind> (HH:MM)" (multi-line
+    text is kept as one record; "-" reads the text from stdin).
+
+    \b
+    Example:
+      tiermem note "Chose SQLite for storage" --kind Decision
+      git log -1 --format=%B | tiermem note -
+    """
+    body = sys.stdin.read().rstrip("\r\n") if text == "-" else text  # a piped text's final newline is no content
+    mem = state_of(ctx).memory()
+    path = mem.daily.append(kind, body)
+    shown = path.relative_to(mem.root) if path.is_relative_to(mem.root) else path
+    if as_json:
+        print_json({"status": "appended", "day": mem.daily.today().isoformat(), "path": str(path)})
+    else:
+        click.echo(f"noted in {shown.as_posix()}")
 
 
 @cli.command()
@@ -116,9 +165,10 @@ def ingest(ctx: click.Context, file: Path, as_json: bool) -> None:
     from tiermem.ingest import parse_transcript
 
     text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    messages = parse_transcript(text)  # a bad transcript changes nothing, not even creates the store
     mem = state_of(ctx).memory()
     with progress_bar("ingesting", not as_json and sys.stderr.isatty()) as update:
-        report = run_ingest(mem, parse_transcript(text), progress=update)
+        report = run_ingest(mem, messages, progress=update)
     if as_json:
         print_json(report.to_dict())
     else:
@@ -148,7 +198,7 @@ def queue_status(ctx: click.Context, as_json: bool) -> None:
     Example:
       tiermem queue status --json
     """
-    items = state_of(ctx).memory().queue.pending()
+    items = state_of(ctx).memory(create=False).queue.pending()
     rows = [{"id": i.id, "thread": i.thread_id, "user": i.scope.user_id, "agent": i.scope.agent_name,
              "status": i.status, "attempts": i.attempts, "error": i.last_error} for i in items]
     if as_json:
@@ -169,7 +219,7 @@ def queue_retry(ctx: click.Context) -> None:
     Example:
       tiermem queue retry
     """
-    mem = state_of(ctx).memory()
+    mem = state_of(ctx).memory(create=False)
     count = mem.queue.retry_dead()
     drained = mem.queue.flush(timeout=300)
     click.echo(f"retried {count} items; queue {'empty' if drained else 'still has items (see tiermem queue status)'}")
@@ -185,5 +235,5 @@ def queue_flush(ctx: click.Context, timeout: float) -> None:
     Example:
       tiermem queue flush --timeout 60
     """
-    drained = state_of(ctx).memory().queue.flush(timeout=timeout)
+    drained = state_of(ctx).memory(create=False).queue.flush(timeout=timeout)
     click.echo("queue empty" if drained else "items left (see tiermem queue status)")

@@ -225,14 +225,31 @@ class FactStore:
 
     def delete(self, fact_id: str, reason: str = "deleted by user", *, run_id: str | None = None) -> None:
         """Remove a fact and tombstone its content (R27). Unknown id: :class:`FactNotFound`."""
+        self.delete_many([fact_id], reason, run_id=run_id)
+
+    def delete_many(self, fact_ids: Iterable[str], reason: str = "deleted by user", *,
+                    run_id: str | None = None) -> builtins.list[Fact]:
+        """Remove several facts in one transaction, all or none: if any id is unknown,
+        :class:`FactNotFound` names every unknown one and nothing is deleted. Returns the
+        deleted facts (an id given twice counts once)."""
+        ids = [validate.fact_id(i) for i in dict.fromkeys(fact_ids)]
         with self.repo.atomic():
-            fact = self.get(fact_id)
-            self.repo.delete(self.scope, fact_id)
-            self.repo.add_tombstone(self.scope, validate.normalise(fact.content), fact.content, reason,
-                                    utc_iso(self.clock.now()))
-            self._audit("deleted", fact.id, fact.content, reason, fact.source, run_id)
-        log.info("fact %s deleted (%s)", fact_id, reason)
-        self._notify([("deleted", fact)])
+            found = [(i, self.repo.get(self.scope, i)) for i in ids]
+            missing = [i for i, fact in found if fact is None]
+            if missing:
+                names = ", ".join(repr(i) for i in missing)
+                where = f"in scope {self.scope.user_id}/{self.scope.agent_name}"
+                raise FactNotFound(f"no fact {names} {where}" + ("; nothing was deleted" if len(ids) > 1 else ""))
+            facts = [fact for _, fact in found if fact is not None]
+            for fact in facts:
+                self.repo.delete(self.scope, fact.id)
+                self.repo.add_tombstone(self.scope, validate.normalise(fact.content), fact.content, reason,
+                                        utc_iso(self.clock.now()))
+                self._audit("deleted", fact.id, fact.content, reason, fact.source, run_id)
+        for fact in facts:
+            log.info("fact %s deleted (%s)", fact.id, reason)
+        self._notify([("deleted", fact) for fact in facts])
+        return facts
 
     # --- audit and summaries ---------------------------------------------------------------
     def _audit(self, action: str, fact_id: str | None, content: str | None, reason: str,

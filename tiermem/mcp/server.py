@@ -103,7 +103,7 @@ def build_server(mem: Memory) -> MCPServer[Any]:
     server.resource("memory://daily/{day}", name="daily", mime_type="text/markdown",
                     description="The daily journal file of one day (YYYY-MM-DD).")(_resource(day_file, lock))
     server.resource("memory://injection", name="injection", mime_type="text/plain",
-                    description="Summaries and facts formatted for a system prompt.")(
+                    description="Summaries, Core memory and facts formatted for a system prompt.")(
         _resource(tools.injection_text, lock))
     return server
 

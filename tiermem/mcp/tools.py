@@ -34,6 +34,9 @@ TopK = Annotated[int, Field(description="How many hits to return (1-100).",
                             json_schema_extra={"minimum": 1, "maximum": 100})]
 Tier = Annotated[str | None, Field(description="Only hits from this tier.",
                                    json_schema_extra={"enum": [*TIERS, None]})]
+MinScore = Annotated[float | None, Field(description="Leave out hits scoring below this (0-1); default: the "
+                                         "relevance floor of the memory's embedder; 0 returns every hit.",
+                                         json_schema_extra={"minimum": 0, "maximum": 1})]
 FactId = Annotated[str, Field(description="A fact id such as fact_1a2b3c4d (from recall or list_facts).")]
 PlanId = Annotated[str, Field(description="A plan id such as plan_1a2b3c4d (from plan_list or plan_active).")]
 Status = Annotated[str | None, Field(description="Only plans with this status.",
@@ -61,26 +64,26 @@ class MemoryTools:
         """Store a fact in long-term memory (Core tier). Returns the stored fact, or status
         "skipped" with the reason (a duplicate, confidence below the threshold, ...)."""
         item = NewFact.checked(content, category, confidence, None)
-        fact = self.mem.facts.add_many([item])[0]
-        if fact is not None:
-            return {"status": "remembered", "fact": fact.to_dict()}
-        return {"status": "skipped", "reason": self._skip_reason(item.content), "content": item.content}
-
-    def _skip_reason(self, content: str) -> str:
-        for entry in reversed(self.mem.facts.history(limit=20)):
-            if entry.action == "skipped" and entry.content == content:
-                return entry.reason
-        return "skipped by a memory rule (see the audit history)"
+        [admission] = self.mem.facts.admit([item])
+        if admission.fact is not None:
+            return {"status": "remembered", "fact": admission.fact.to_dict()}
+        return {"status": "skipped", "reason": admission.reason, "content": item.content}
 
     def recall(self, query: Query, k: TopK = 10, category: OptionalCategory = None,
-               tier: Tier = None) -> dict[str, Any]:
+               tier: Tier = None, min_score: MinScore = None) -> dict[str, Any]:
         """Search memory (facts, MEMORY.md, daily notes) by meaning and keywords. Each hit has
         its text, tier ("fact" | "core" | "daily"), ref (a fact id or "memory/DATE.md#Lx-Ly")
-        and score, best first."""
+        and score in [0, 1], best first. Hits below the relevance floor are left out; when none
+        is left, "message" says so: nothing stored is relevant to the query."""
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k must be an integer in [1, {MAX_K}], got {k!r}")
-        hits = self.mem.search(query, k=k, category=category, tier=tier)
-        return {"query": query, "hits": [hit.to_dict() for hit in hits]}
+        hits = self.mem.search(query, k=k, category=category, tier=tier, min_score=min_score)
+        floor = min_score if min_score is not None else self.mem._search.min_score()  # the floor in force
+        if not hits:
+            message = f"No memories scored above the relevance floor ({floor:.2f}) for this query."
+        else:
+            message = f"{len(hits)} hit(s) scored above the relevance floor ({floor:.2f}), best first."
+        return {"query": query, "min_score": floor, "message": message, "hits": [hit.to_dict() for hit in hits]}
 
     def forget(self, id: FactId) -> dict[str, Any]:
         """Delete a fact by id. Its content is tombstoned, so automatic extraction will not add it
@@ -95,8 +98,8 @@ class MemoryTools:
         return {"count": len(facts), "facts": [fact.to_dict() for fact in facts]}
 
     # --- daily journal and Deep Dream ------------------------------------------------------
-    def daily_note(self, text: Annotated[str | None, Field(description="One note (one line).")] = None,
-                   lines: Annotated[list[str] | None, Field(description="Several notes, one line each.")] = None,
+    def daily_note(self, text: Annotated[str | None, Field(description="One note (may span several lines).")] = None,
+                   lines: Annotated[list[str] | None, Field(description="Several notes, one record each.")] = None,
                    kind: Annotated[str, Field(description="Heading of the block, e.g. Note, Decision.")] = "Note",
                    ) -> dict[str, Any]:
         """Append notes to today's daily journal (memory/YYYY-MM-DD.md) under "## <kind> (HH:MM)".
@@ -179,7 +182,8 @@ class MemoryTools:
         return text
 
     def injection_text(self) -> str:
-        """Summaries and facts formatted for a system prompt (the token budget of the config)."""
+        """The injection text for a system prompt: summaries, Core memory (MEMORY.md) and facts,
+        within the token budget of the config."""
         return self.mem.format_for_injection()
 
 

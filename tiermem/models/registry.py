@@ -44,14 +44,33 @@ def register_embedder(prefix: str, factory: EmbedderFactory | str) -> None:
     _EMBEDDERS[prefix] = factory
 
 
-def _resolve(table: dict[str, Any], spec: str, kind: str) -> tuple[Callable[..., Any], str]:
+def _split(table: dict[str, Any], spec: object, kind: str) -> tuple[str, str]:
+    """``(prefix, model)`` of ``spec``; :class:`ConfigError` when no provider is registered under it."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"{kind} must be a provider name such as 'openai:MODEL', got {spec!r}")
     prefix, _, model = spec.strip().partition(":")
-    factory = table.get(prefix)
-    if factory is None:
+    if prefix not in table:
         known = ", ".join(sorted(table))
-        raise ConfigError(f"unknown {kind} provider {prefix!r} (known: {known})")
+        setting = "TIERMEM_LLM" if kind == "llm" else "TIERMEM_EMBEDDER"
+        raise ConfigError(f"unknown {kind} provider {prefix!r} (known: {known}; set by {kind}= or {setting})")
+    return prefix, model
+
+
+def check_names(llm: str | None, embedder: str | None) -> None:
+    """Raise :class:`ConfigError` unless each name given picks a registered provider.
+
+    Only the prefix is checked (no SDK is imported, nothing is built): ``Memory`` calls this when
+    it opens, so a typo fails at once; a missing API key fails when the model is first needed.
+    """
+    if llm is not None:
+        _split(_LLMS, llm, "llm")
+    if embedder is not None:
+        _split(_EMBEDDERS, embedder, "embedder")
+
+
+def _resolve(table: dict[str, Any], spec: str, kind: str) -> tuple[Callable[..., Any], str]:
+    prefix, model = _split(table, spec, kind)
+    factory = table[prefix]
     if isinstance(factory, str):
         module_name, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module_name), attr)

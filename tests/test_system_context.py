@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -275,7 +276,21 @@ def test_writes_from_another_process_move_the_epoch(mem: Memory, root: Path) -> 
 def test_core_file_edit_moves_the_memory_epoch(mem: Memory, root: Path) -> None:
     mem.system_context()
     (root / "MEMORY.md").write_text("- Edited by hand\n", encoding="utf-8")
-    assert "memory" in mem.system_context().rerendered
+    result = mem.system_context()
+    assert "memory" in result.rerendered and result.text == "Core Memory:\n- Edited by hand"
+
+
+def test_a_hand_edit_moves_the_epoch_even_with_the_same_size_and_mtime(mem: Memory) -> None:
+    mem.core.write("- Lives in Lyon\n")
+    first = mem.system_context()
+    assert first.text == "Core Memory:\n- Lives in Lyon"
+    stat = mem.core.path.stat()
+    mem.core.path.write_text("- Lives in Bonn\n", encoding="utf-8")  # same size
+    os.utime(mem.core.path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
+    result = mem.system_context()
+    assert result.changed == ["memory"] and result.text == "Core Memory:\n- Lives in Bonn"
+    mem.core.path.unlink()
+    assert mem.system_context().text == ""
 
 
 def test_daily_notes_source_follows_the_files_and_the_date(mem: Memory, root: Path, clock: FakeClock) -> None:

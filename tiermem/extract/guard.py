@@ -6,8 +6,8 @@ the assistant. Extracting from it would re-add facts that were deleted and infla
 confidence. Callers wrap injected memory in :data:`INJECTION_START` / :data:`INJECTION_END`
 (:func:`wrap_injection`); :func:`strip_injected_memory` removes everything between the
 markers, and also unmarked blocks in the exact injection format (``User Context:`` /
-``History:`` / ``Facts:`` headers followed by their bullets, and fact lines
-``- [category | 0.95] content``).
+``History:`` / ``Core Memory:`` / ``Facts:`` / ``Relevant notes:`` headers followed by their
+bullets, and fact lines ``- [category | 0.95] content``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ _SECTION_LINES = {
     "User Context:": r"[ \t]*- (?:Work|Personal|Current Focus): [^\n]*",
     "History:": r"[ \t]*- (?:Recent|Earlier|Background): [^\n]*",
     "Facts:": _FACT_LINE,
+    "Core Memory:": r"[ \t]*- [^\n]*",
+    "Relevant notes:": r"[ \t]*- (?:\d{4}-\d\d-\d\d )?\([^)\n]*#L\d+(?:-L\d+)?\): [^\n]*",
 }
 _SECTION = re.compile(
     "|".join(rf"^[ \t]*{re.escape(head)}[ \t]*\n(?:{line}(?:\n|$))+" for head, line in _SECTION_LINES.items()),

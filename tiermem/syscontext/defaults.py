@@ -1,8 +1,13 @@
 """Wires the built-in sources to a ``Memory``: memory injection, active plan, recent daily notes.
 
-Epochs: memory = (the scope's fact/summary change counter kept by SQLite triggers, the stamp
-of ``MEMORY.md``); plan = (active plan id, revision); daily = (dates of the window, stamps of
-those daily files). None of them renders or tokenises anything.
+The memory source is ``Memory.format_for_injection()`` without a query: summaries, ``Core
+Memory:`` (the ``MEMORY.md`` bullets in file order, when ``inject_core``) and facts; no relevant
+notes (there is no query), the recent daily files have their own source.
+
+Epochs: memory = (the scope's fact/summary change counter kept by SQLite triggers, the sha256
+of ``MEMORY.md``, so a dream and a hand edit both move it); plan = (active plan id, revision);
+daily = (dates of the window, stamps of those daily files). None of them renders or tokenises
+anything; the memory epoch reads ``MEMORY.md`` (a small file) to hash it.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.storage.epochs import memory_epoch
 from tiermem.syscontext.builder import ContextSource, SystemContext
-from tiermem.syscontext.sources import daily_source, file_stamp, memory_source, plan_source
+from tiermem.syscontext.sources import daily_source, file_digest, memory_source, plan_source
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory
@@ -26,7 +31,7 @@ def memory_sources(mem: Memory, daily_days: int = DAILY_DAYS,
     journal, core_path = mem.daily, mem.core.path
 
     def injection_epoch() -> object:
-        return memory_epoch(mem.db, mem.scope), file_stamp(core_path)
+        return memory_epoch(mem.db, mem.scope), file_digest(core_path)
 
     def continuation() -> str | None:
         plan = mem.plans.active()

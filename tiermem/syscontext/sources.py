@@ -29,8 +29,19 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
     return stat.st_mtime_ns, stat.st_size
 
 
+def file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes, or ``None`` when it does not exist: an epoch that moves on every
+    edit, even one that keeps the size within the file system's timestamp granularity."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
 def memory_source(render: Callable[[], str], epoch: Callable[[], object], name: str = "memory") -> ContextSource:
-    """The memory injection text (summaries, facts, ``MEMORY.md``); ``epoch`` e.g. a change counter."""
+    """The memory injection text (summaries, ``Core Memory:`` from ``MEMORY.md``, facts); ``epoch``
+    e.g. a change counter plus a digest of ``MEMORY.md``."""
     return ContextSource(name, "memory", render, epoch)
 
 

@@ -45,7 +45,7 @@ def test_ingest_writes_daily_files_by_date_and_extracts(tmp_path: Path) -> None:
         runner = CliRunner()
         result = runner.invoke(cli, ["--root", str(root), "ingest", str(transcript(tmp_path)), "--json"], env=env)
         assert result.exit_code == 0, result.output
-        report = json.loads(result.output)
+        report = json.loads(result.stdout)  # stderr says the store was created
         assert report["messages"] == 5 and report["threads"] == 2
         assert report["llmCalls"] == 3 == server.call_count  # two days of thread a, one batch of bob
         again = runner.invoke(cli, ["--root", str(root), "ingest", str(transcript(tmp_path)), "--json"], env=env)

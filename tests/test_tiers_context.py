@@ -12,7 +12,7 @@ import pytest
 
 from tiermem import InvalidInput, Memory, ProviderError
 from tiermem.testing import FakeClock, ScriptedChatModel
-from tiermem.tiers import inject_summary
+from tiermem.tiers import inject_summary, parse_records
 from tiermem.tiers.turns import to_message, turn_spans
 from tiermem.tokens import count_tokens
 
@@ -125,7 +125,7 @@ def test_trim_moves_oldest_whole_turns_to_the_daily_tier(mem: Memory, clock: Fak
     assert flushed[0].startswith("- user: user question 0 and the rest")
     assert flushed[1].startswith("- assistant: assistant answer 0")
     summary = session.summary  # folded into the running summary, newest lines kept within a budget
-    assert flushed[-1] in summary.splitlines()
+    assert flushed[-1].rstrip() in summary.splitlines()  # the record keeps the message's trailing space
     assert count_tokens(summary) <= 256
 
 
@@ -282,12 +282,13 @@ def test_with_an_llm_trimmed_turns_leave_at_once_and_the_summary_lands_later(tmp
 
         assert [m["content"] for m in session.messages] == ["thanks"]
         assert model.called.wait(10)
-        assert mem.daily.read() == ""  # nothing written yet: the summary is still being made
+        verbatim = [r.text for r in parse_records(mem.daily.read())]  # written at once, before the summary
+        assert verbatim == [f"user: I moved to Lisbon in March {FILLER * 2}", "assistant: Welcome to Lisbon"]
         model.release.set()
         assert mem.wait_idle(10)
 
-        assert blocks(mem.daily.read()) == [
-            ["## Trimmed Context (14:30)", "- User moved to Lisbon in March.", "- User packs light."]]
+        assert [b[0] for b in blocks(mem.daily.read())] == ["## Trimmed Context (14:30)", "## Session Summary (14:30)"]
+        assert blocks(mem.daily.read())[1][1:] == ["- User moved to Lisbon in March.", "- User packs light."]
         assert session.summary == "- User moved to Lisbon in March.\n- User packs light."
         assert summaries == [session.summary]  # the callback ran once the summary was written
         prompt = "\n".join(str(m["content"]) for m in model.requests[0])
@@ -295,7 +296,7 @@ def test_with_an_llm_trimmed_turns_leave_at_once_and_the_summary_lands_later(tmp
         assert "2026-03-14" in prompt
 
 
-def test_when_the_llm_fails_the_extractive_record_stands_in(tmp_path: Path, clock: FakeClock) -> None:
+def test_when_the_llm_fails_the_verbatim_record_stands_alone(tmp_path: Path, clock: FakeClock) -> None:
     model = ScriptedChatModel([ProviderError("rate limited"), "no bullet lines at all"])
     with open_memory(tmp_path, clock, llm=model) as mem:
         session = mem.session("fail", max_tokens=60)
@@ -309,17 +310,18 @@ def test_when_the_llm_fails_the_extractive_record_stands_in(tmp_path: Path, cloc
         assert model.remaining == []
         assert "- user: My passport number ends in 1234" in journal
         assert "- user: And my visa expires in June" in journal
+        assert "Session Summary" not in journal  # no summary block without a summary
+        assert "user: And my visa expires in June" in session.summary  # the condensed lines stay
 
 
-def test_without_an_llm_the_record_is_extractive_and_condensed(mem: Memory) -> None:
+def test_without_an_llm_the_record_is_verbatim_and_whole(mem: Memory) -> None:
     session = mem.session("x")
-    session.add("user", "line one\n\nline   two\x1b[31m red")
+    session.add("user", "line one\r\n\nline   two\x1b[31m red")
     session.add("assistant", "word " * 400)
     session.end()
-    lines = [line for line in mem.daily.read().splitlines() if line.startswith("- ")]
-    assert lines[0] == "- user: line one line two[31m red"
-    assert lines[1].startswith("- assistant: word word") and lines[1].endswith(" …")
-    assert len(lines[1]) < 1100
+    records = [r.text for r in parse_records(mem.daily.read())]
+    assert records == ["user: line one\n\nline   two[31m red", "assistant: " + "word " * 400]  # CRLF, ESC normalised
+    assert session.summary.splitlines()[1].endswith(" …")  # the running summary is condensed, the record is not
 
 
 def test_session_ids_are_validated(mem: Memory) -> None:

@@ -14,6 +14,7 @@ import pytest
 from tiermem import InvalidInput, Memory
 from tiermem.storage.chunks import ChunkRepository
 from tiermem.testing import FakeClock
+from tiermem.tiers.markdown import parse_records
 
 START = datetime(2026, 3, 14, 14, 30, tzinfo=UTC)
 
@@ -90,9 +91,12 @@ def test_explicit_time_writes_into_that_days_file(mem: Memory) -> None:
     assert "## Conversation (13:56)\n- an old turn\n" in path.read_text(encoding="utf-8")
 
 
-def test_multiline_records_are_folded_onto_one_bullet(mem: Memory) -> None:
-    mem.daily.append("Note", ["first line\nsecond  line\n\n   third", "- already a bullet"])
-    assert mem.daily.read().splitlines()[-2:] == ["- first line second line third", "- already a bullet"]
+def test_multiline_records_are_written_losslessly(mem: Memory) -> None:
+    record = "first line\nsecond  line\n\n   third "
+    mem.daily.append("Note", [record, "- already a bullet"])
+    assert mem.daily.read().splitlines()[-5:] == [
+        "- first line", "  second  line", "  ", "     third ", "- already a bullet"]
+    assert [r.text for r in parse_records(mem.daily.read())] == [record, "already a bullet"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Flush rules shared by every flush path: [SCHEDULED] pairs stripped, MD5 dedup persisted (R9, R10)."""
+"""Flush rules: [SCHEDULED] pairs stripped on every path; digests persisted, so a replay writes nothing twice."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_prepare_flush_is_pure_and_skips_known_and_repeated_digests() -> None:
     assert len(asked) == 1 and len(asked[0]) == 2  # each digest asked once
 
 
-def test_md5_dedup_survives_a_restart(tmp_path: Path) -> None:
+def test_dedup_survives_a_restart(tmp_path: Path) -> None:
     clock = FakeClock(START)
     history = [{"role": "user", "content": "My sister Ana lives in Porto."},
                {"role": "assistant", "content": "Good to know."}]

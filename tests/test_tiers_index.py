@@ -158,5 +158,5 @@ def test_chunking_of_a_block_matches_the_whole_file() -> None:
     whole = chunks_of("memory/2026-03-14.md", text)
     tail = chunks_of("memory/2026-03-14.md", "## B (11:00)\n- three\n", first_line=8)
     assert whole[-1] == tail[0]
-    assert [(c.line_start, c.line_end, c.text) for c in whole] == [(4, 4, "one"), (5, 6, "two more"),
+    assert [(c.line_start, c.line_end, c.text) for c in whole] == [(4, 4, "one"), (5, 6, "two\nmore"),
                                                                    (9, 9, "three")]

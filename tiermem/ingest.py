@@ -3,8 +3,11 @@
 Records are ``{"role", "content"}`` messages with optional ``thread_id``, ``user_id``,
 ``agent_name`` and ``timestamp`` (ISO-8601; a naive one is read in the configured time zone).
 Each thread is cut into batches of at most ``extract_min_turns`` user turns that never span two
-days; a batch becomes a Daily record on its own day and, with an LLM, one extraction call.
-Ingesting the same file twice writes and extracts nothing new (per-thread MD5 hashes, R9/R28).
+days; a batch becomes a Daily block on its own day (one record per message, through the one
+conversation writer, :mod:`tiermem.tiers.conversation`: the thread id is the conversation id and
+an entry's position is its index among the thread's entries) and, with an LLM, one extraction
+call. Ingesting the same file twice writes and extracts nothing new (R9/R28), nor does a session
+or queue thread of the same id that already journaled the same messages.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import InvalidInput
-from tiermem.queue.process import CONVERSATION_KIND, prepare_messages
+from tiermem.queue.process import CONVERSATION_KIND, conversation_journal, prepare_messages
 from tiermem.storage.journal import FlushHashRepository
 from tiermem.storage.outbox import OutboxRepository
+from tiermem.tiers.conversation import NumberedMessage
 from tiermem.tiers.flush import prepare_flush
-from tiermem.tiers.records import extractive_lines
+from tiermem.tiers.turns import to_message
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -54,6 +58,7 @@ class _Record:
     scope: Scope
     at: datetime | None
     message: dict[str, Any]
+    position: int  # index among the entries of its thread (and scope)
 
 
 def parse_transcript(text: str) -> list[dict[str, Any]]:
@@ -83,6 +88,7 @@ def parse_transcript(text: str) -> list[dict[str, Any]]:
 def _records(mem: Memory, rows: list[dict[str, Any]]) -> list[_Record]:
     tz = mem.settings.tz()
     out = []
+    counts: dict[tuple[str, Scope], int] = {}
     for index, row in enumerate(rows):
         scope = Scope(validate.name(row.get("user_id", mem.scope.user_id), "user_id"),
                       validate.name(row.get("agent_name", mem.scope.agent_name), "agent_name"))
@@ -95,7 +101,10 @@ def _records(mem: Memory, rows: list[dict[str, Any]]) -> list[_Record]:
                 raise InvalidInput(f"entry {index}: bad timestamp {stamp!r}") from exc
             at = at if at.tzinfo else at.replace(tzinfo=tz)
         message = {k: v for k, v in row.items() if k not in ("thread_id", "user_id", "agent_name", "timestamp")}
-        out.append(_Record(validate.thread_id(str(row.get("thread_id", "ingest"))), scope, at, message))
+        thread = validate.thread_id(str(row.get("thread_id", "ingest")))
+        position = counts.get((thread, scope), 0)
+        counts[(thread, scope)] = position + 1
+        out.append(_Record(thread, scope, at, message, position))
     prepare_messages([r.message for r in out], scrub=False)  # validate everything before writing anything
     return out
 
@@ -139,19 +148,14 @@ def _ingest_batch(mem: Memory, batch: list[_Record], hashes: FlushHashRepository
     first = batch[0]
     target = mem if first.scope == mem.scope else mem.for_scope(first.scope.user_id, first.scope.agent_name)
     messages = prepare_messages([r.message for r in batch], scrub=mem.settings.redact_secrets)
-    seen = partial(_seen, outbox, first)
-    flush = prepare_flush(messages, seen)
+    thread = [NumberedMessage(r.position, to_message(m)) for r, m in zip(batch, messages, strict=True)]
+    journaled = conversation_journal(target, hashes).write(first.thread_id, CONVERSATION_KIND, thread, at=first.at)
+    report.daily_lines += journaled.records
+    flush = prepare_flush(messages, partial(_seen, outbox, first))
     report.skipped_duplicates += flush.duplicates_dropped
     if not flush.messages:
         return
     report.batches += 1
-    namespace = f"ingest:{first.scope.user_id}:{first.scope.agent_name}:{first.thread_id}"
-    written = hashes.seen(namespace, flush.digests)
-    lines = extractive_lines([m for m, d in zip(flush.messages, flush.digests, strict=True) if d not in written])
-    if lines:
-        target.daily.append(CONVERSATION_KIND, lines, at=first.at)
-        report.daily_lines += len(lines)
-    hashes.remember(namespace, flush.digests, mem.clock.now())
     if target.llm is not None:
         result = target.extract([m.to_dict() for m in flush.messages], thread_id=first.thread_id)
         report.llm_calls += result.llm_calls

@@ -1,9 +1,13 @@
-"""What processing one queued item means (R28): only the messages not extracted before, without
-``[SCHEDULED]`` pairs, go to the Daily tier as a record and — with an LLM — through extraction.
+"""What processing one queued item means (R8, R9, R28).
 
-The Daily write is deduplicated with its own flush-hash namespace, so a retry after a failed
-extraction never writes the same record twice; the thread's extraction hashes are recorded only
-after extraction succeeded, so a failure leaves the turns to the next attempt.
+1. The thread's messages go to the Daily tier through the one conversation writer
+   (:class:`~tiermem.tiers.conversation.ConversationJournal`): each message at its index in the
+   thread, ``[SCHEDULED]`` pairs out, written only if neither this queue nor a session of the same
+   id journaled it before — so a retry, a replayed item or the session flush never writes a record
+   twice.
+2. With an LLM, the messages not extracted before (the thread's own extraction hashes, R28, kept
+   apart from the journal's) go through extraction; those hashes are recorded only after
+   extraction succeeded, so a failure leaves the turns to the next attempt.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from tiermem.queue.worker import Deferred
 from tiermem.redact import redact
 from tiermem.storage.journal import FlushHashRepository
 from tiermem.storage.outbox import OutboxItem, OutboxRepository
+from tiermem.tiers.conversation import ConversationJournal, numbered
 from tiermem.tiers.flush import prepare_flush
-from tiermem.tiers.records import extractive_lines
+from tiermem.tiers.turns import to_message
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -47,6 +52,11 @@ def prepare_messages(messages: Any, scrub: bool) -> list[dict[str, Any]]:
     return cleaned
 
 
+def conversation_journal(mem: Memory, hashes: FlushHashRepository) -> ConversationJournal:
+    """The conversation writer of ``mem``'s scope (the same journal, hashes and lock as its sessions)."""
+    return ConversationJournal(mem.daily, hashes, mem.scope, mem.settings.tool_result_max_chars)
+
+
 def _scrub_message(message: dict[str, Any]) -> dict[str, Any]:
     out = dict(message)
     body = out.get("content")
@@ -69,12 +79,12 @@ class QueueProcessor:
 
     def __call__(self, item: OutboxItem, force: bool = False) -> None:
         mem = self.memory if item.scope == self.memory.scope else self.open_scope(item.scope)
-        seen = partial(self._extracted, item)
-        batch = prepare_flush(item.messages, seen)
+        thread = numbered(to_message(m) for m in item.messages)
+        conversation_journal(mem, self.hashes).write(item.thread_id, CONVERSATION_KIND, thread)
+        batch = prepare_flush([m.message for m in thread], partial(self._extracted, item))
         if not batch.messages:
-            log.debug("queue item %s: nothing new in thread %s", item.id, item.thread_id)
+            log.debug("queue item %s: nothing new to extract in thread %s", item.id, item.thread_id)
             return
-        self._write_daily(mem, item, batch.messages, batch.digests)
         if mem.llm is not None:
             self._hold_small_batch(mem, item, batch.messages, force)
             mem.extract([m.to_dict() for m in batch.messages], thread_id=item.thread_id)
@@ -94,12 +104,3 @@ class QueueProcessor:
 
     def _extracted(self, item: OutboxItem, digests: list[str]) -> set[str]:
         return self.outbox.extracted(item.scope, item.thread_id) & set(digests)
-
-    def _write_daily(self, mem: Memory, item: OutboxItem, messages: list[Any], digests: list[str]) -> None:
-        namespace = f"queue:{item.scope.user_id}:{item.scope.agent_name}:{item.thread_id}"
-        done = self.hashes.seen(namespace, digests)
-        fresh = [m for m, d in zip(messages, digests, strict=True) if d not in done]
-        lines = extractive_lines(fresh)
-        if lines:
-            mem.daily.append(CONVERSATION_KIND, lines)
-        self.hashes.remember(namespace, digests, mem.clock.now())

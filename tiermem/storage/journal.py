@@ -1,7 +1,8 @@
-"""SQL for the Daily tier: flushed-message hashes (R9) and days a Deep Dream consolidated (R12).
+"""SQL for the Daily tier: journaled-message digests (R9) and days a Deep Dream consolidated (R12).
 
-Flush hashes live in *namespaces* (``daily:<user>:<agent>:<session>`` for the Daily tier), so
-another flush path can keep its own hashes apart in the same table.
+Digests live in *namespaces*: ``conv:<user>:<agent>:<conversation>`` for the messages of a
+conversation, shared by every writer of the journal (:mod:`tiermem.tiers.conversation`). Older
+stores may also hold ``daily:``, ``queue:`` and ``ingest:`` namespaces; retention forgets them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ _BATCH = 500  # bound the number of SQL variables per statement
 
 
 class FlushHashRepository:
-    """MD5 digests of messages already flushed, per namespace."""
+    """Digests (hex) of messages already journaled, per namespace."""
 
     def __init__(self, db: Database) -> None:
         self.db = db

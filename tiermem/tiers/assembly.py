@@ -14,6 +14,7 @@ from tiermem.storage.chunks import ChunkRepository
 from tiermem.storage.db import Database
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository
 from tiermem.tiers.context import SessionStore
+from tiermem.tiers.conversation import ConversationJournal
 from tiermem.tiers.core import CoreFile
 from tiermem.tiers.daily import DailyJournal
 from tiermem.tiers.flusher import SessionFlusher
@@ -39,7 +40,8 @@ class Tiers:
                                   listener=self.index, scrub=redact if settings.redact_secrets else None)
         self.core = CoreFile(self.paths, listener=self.index)
         self.worker = BackgroundWorker(f"tiermem-sessions-{scope.user_id}-{scope.agent_name}")
-        flusher = SessionFlusher(self.daily, hashes, llm, self.worker)
+        self.conversations = ConversationJournal(self.daily, hashes, scope, settings.tool_result_max_chars)
+        flusher = SessionFlusher(self.conversations, llm, self.worker)
         self.sessions = SessionStore(flusher, scope, settings.max_live_sessions, settings.session_max_tokens)
 
     def wait_idle(self, timeout: float | None = None) -> bool:

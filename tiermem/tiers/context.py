@@ -8,6 +8,10 @@ tier as ``## Trimmed Context (HH:MM)``; :meth:`Session.end` flushes the rest as
 ``## Session Notes (HH:MM)``. System (and developer) messages are instructions, not
 conversation: they stay while the session lives and are not journalled.
 
+The session id is the conversation id of the journal (shared with a queue thread of the same id,
+R9), and each message keeps its position in the conversation: the number of messages added to
+the session before it (system messages included), counted across trims.
+
 :class:`SessionStore` holds at most ``max_live`` sessions; adding one more flushes the least
 recently used session first, then drops it, so nothing is lost. A dropped :class:`Session` object
 stays usable: its next message makes it live again (starting from its summary).
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import InvalidInput
-from tiermem.tiers.daily import daily_namespace
+from tiermem.tiers.conversation import NumberedMessage
 from tiermem.tiers.flusher import SESSION_NOTES_KIND, TRIMMED_KIND, SessionFlusher
 from tiermem.tiers.turns import PINNED_ROLES, ChatMessage, to_message, turn_spans
 from tiermem.types import Scope
@@ -51,9 +55,10 @@ class Session:
         self.on_summary = on_summary
         self._store = store
         self._lock = threading.RLock()
-        self._entries: list[ChatMessage] = []
+        self._entries: list[NumberedMessage] = []  # live messages with their positions
+        self._added = 0  # messages added so far: the position of the next one
         self._pieces: list[list[str]] = []
-        self._retry: list[ChatMessage] = []
+        self._retry: list[NumberedMessage] = []
         self.plan: Plan | None = None  # the scope's active plan when the session started (R55)
         self.continuation: str | None = None  # that plan's continuation prompt
 
@@ -67,7 +72,8 @@ class Session:
         entry = to_message(message)
         self._store.touch(self)
         with self._lock:
-            self._entries.append(entry)
+            self._entries.append(NumberedMessage(self._added, entry))
+            self._added += 1
             trimmed = self._take_oldest_turns()
             if trimmed:
                 self._store.flusher.flush(self, TRIMMED_KIND, trimmed)
@@ -78,23 +84,23 @@ class Session:
         entries = [to_message(m) for m in messages]
         return [self.add_message(e.raw) for e in entries]
 
-    def _take_oldest_turns(self) -> list[ChatMessage]:
+    def _take_oldest_turns(self) -> list[NumberedMessage]:
         """Remove and return the oldest whole turns while the session is over its limit."""
-        total = sum(e.tokens for e in self._entries)
+        total = sum(e.message.tokens for e in self._entries)
         if total <= self.max_tokens:
             return []
         target = int(self.max_tokens * TRIM_TO)
-        talk = [e for e in self._entries if e.role not in PINNED_ROLES]
+        talk = [e for e in self._entries if e.message.role not in PINNED_ROLES]
         cut = 0
-        for start, end in turn_spans(talk)[:-1]:  # the current turn always stays
+        for start, end in turn_spans([e.message for e in talk])[:-1]:  # the current turn always stays
             if total <= target:
                 break
-            total -= sum(e.tokens for e in talk[start:end])
+            total -= sum(e.message.tokens for e in talk[start:end])
             cut = end
         if cut == 0:
             return []
-        leaving = {id(e) for e in talk[:cut]}
-        self._entries = [e for e in self._entries if id(e) not in leaving]
+        leaving = {e.position for e in talk[:cut]}
+        self._entries = [e for e in self._entries if e.position not in leaving]
         return talk[:cut]
 
     # --- reading -----------------------------------------------------------------------------
@@ -102,25 +108,25 @@ class Session:
     def messages(self) -> list[dict[str, Any]]:
         """The live messages as given (deep copies), oldest first."""
         with self._lock:
-            return [e.to_dict() for e in self._entries]
+            return [e.message.to_dict() for e in self._entries]
 
     @property
     def entries(self) -> list[ChatMessage]:
         """The live messages, normalised (role, text, tool-call ids, tokens)."""
         with self._lock:
-            return list(self._entries)
+            return [e.message for e in self._entries]
 
     @property
     def message_tokens(self) -> list[int]:
         """Tokens of each live message, in the order of :attr:`messages`."""
         with self._lock:
-            return [e.tokens for e in self._entries]
+            return [e.message.tokens for e in self._entries]
 
     @property
     def token_count(self) -> int:
         """Tokens of all live messages."""
         with self._lock:
-            return sum(e.tokens for e in self._entries)
+            return sum(e.message.tokens for e in self._entries)
 
     @property
     def summary(self) -> str:
@@ -150,22 +156,22 @@ class Session:
 
     def _flush_rest(self) -> None:
         with self._lock:
-            rest = [e for e in self._entries if e.role not in PINNED_ROLES]
+            rest = [e for e in self._entries if e.message.role not in PINNED_ROLES]
             self._entries = []
             if rest or self._retry:
                 self._store.flusher.flush(self, SESSION_NOTES_KIND, rest)
 
     # --- what the flusher needs (FlushTarget) ------------------------------------------------------
     @property
-    def namespace(self) -> str:
-        return daily_namespace(self._store.scope.user_id, self._store.scope.agent_name, self.id)
+    def conversation_id(self) -> str:
+        return self.id
 
-    def take_retry(self) -> list[ChatMessage]:
+    def take_retry(self) -> list[NumberedMessage]:
         with self._lock:
             retry, self._retry = self._retry, []
             return retry
 
-    def keep_for_retry(self, messages: Sequence[ChatMessage]) -> None:
+    def keep_for_retry(self, messages: Sequence[NumberedMessage]) -> None:
         with self._lock:
             self._retry = [*messages, *self._retry]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from tiermem.tiers.paths import UserPaths
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".core.lock"
+_NESTED_BULLET_RE = re.compile(r"^\s*[-*+][ \t]+(.*\S)\s*$")
 MAX_CORE_CHARS = 2_000_000
 
 
@@ -39,15 +41,32 @@ class CoreListener(Protocol):
 
 
 def parse_core(text: str) -> list[CoreSection]:
-    """The sections of a ``MEMORY.md`` text; text that is not a bullet is not an item."""
+    """The sections of a ``MEMORY.md`` text; text that is not a bullet is not an item. An item is
+    one line: a bullet's continuation lines (indented or lazy) are folded onto it, and a nested
+    bullet (``  - ...``) is an item of its own."""
     sections: list[CoreSection] = []
     for record in parse_records(text):
         if not record.bullet:
             continue
+        items = bullet_items(record.text)
+        if not items:
+            continue
         if not sections or sections[-1].heading != record.heading:
             sections.append(CoreSection(record.heading))
-        sections[-1].items.append(record.text)
+        sections[-1].items.extend(items)
     return sections
+
+
+def bullet_items(text: str) -> list[str]:
+    """The one-line items of one bullet's text: nested bullets split off, whitespace folded."""
+    groups: list[list[str]] = [[]]
+    for line in text.split("\n"):
+        nested = _NESTED_BULLET_RE.match(line)
+        if nested is not None and groups[-1]:
+            groups.append([nested.group(1)])
+        else:
+            groups[-1].append(line)
+    return [item for item in (fold(" ".join(group)) for group in groups) if item]
 
 
 def render_core(sections: Sequence[CoreSection]) -> str:

@@ -1,18 +1,24 @@
-"""The Daily tier: an append-only Markdown journal, one file a day (R6, R7, R11, R12).
+"""The Daily tier: an append-only Markdown journal, one file a day (R6-R8, R11, R12).
 
 ``memory/YYYY-MM-DD.md`` is created by the first write of its day, starting with
-``# Daily Memory: YYYY-MM-DD``; it is never created empty. Each append adds one block::
+``# Daily Memory: YYYY-MM-DD``; it is never created empty. Each append adds one block of records
+in the lossless record form of :mod:`tiermem.tiers.markdown` (``- `` + first line, every further
+line indented two spaces)::
 
     ## Trimmed Context (14:30)
-    - user: ...
-    - assistant: ...
+    - user: Here is the script:
+      ```python
+      print("hi")
+      ```
+    - assistant: Thanks!
 
 Date and time come from the injected clock, in the configured time zone. Appends take a
 cross-process file lock and write the block with one ``write`` (rolled back on failure), so
 threads and processes appending at once never interleave or lose lines; the search index is
-updated under the same lock, so it sees blocks in file order. Like the database (WAL,
-``synchronous=NORMAL``), an append is not fsynced: it survives a killed process, and an OS crash
-may lose the last moments. Retention removes days
+updated under the same lock, so it sees blocks in file order. :meth:`DailyJournal.exclusive`
+hands out that lock for a whole check-then-write (the conversation journal decides under it which
+messages are new). Like the database (WAL, ``synchronous=NORMAL``), an append is not fsynced: it
+survives a killed process, and an OS crash may lose the last moments. Retention removes days
 older than ``retention_days`` only once a Deep Dream has consolidated them.
 """
 
@@ -20,8 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -31,13 +37,16 @@ from tiermem import validate
 from tiermem.clock import Clock
 from tiermem.errors import InvalidInput, StorageError
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository
-from tiermem.tiers.markdown import fold
+from tiermem.tiers.markdown import fold, normalise_text, render_record
 from tiermem.tiers.paths import UserPaths
 
 log = logging.getLogger(__name__)
 
 MAX_KIND_CHARS = 64
 MAX_RECORDS = 10_000
+MAX_RECORD_CHARS = validate.MAX_MESSAGE_CHARS + 1_000  # a whole message plus its speaker label
+CONVERSATION_NAMESPACE = "conv"  # flush hashes of conversations: conv:<user>:<agent>:<conversation>
+_LEGACY_NAMESPACES = ("daily", "queue", "ingest")  # one hash store per writer, before the shared one
 LOCK_FILE = ".journal.lock"
 LOCK_TIMEOUT_SECONDS = 120.0
 LOCK_POLL_SECONDS = 0.002
@@ -70,13 +79,20 @@ class JournalListener(Protocol):
     def notifications_after(self) -> AbstractContextManager[None]: ...
 
 
-def daily_namespace(user_id: str, agent_name: str, session_id: str) -> str:
-    """The flush-hash namespace of one session's messages (R9)."""
-    return f"daily:{user_id}:{agent_name}:{session_id}"
+def conversation_namespace(user_id: str, agent_name: str, conversation_id: str) -> str:
+    """The flush-hash namespace of one conversation (R9): a session id and a thread id name the
+    same conversation, so the session flush and the update queue share it."""
+    return f"{CONVERSATION_NAMESPACE}:{user_id}:{agent_name}:{conversation_id}"
 
 
-def daily_namespace_prefix(user_id: str) -> str:
-    return f"daily:{user_id}:"
+def daily_namespace(user_id: str, agent_name: str, conversation_id: str) -> str:
+    """The earlier name of :func:`conversation_namespace` (kept for callers that use it)."""
+    return conversation_namespace(user_id, agent_name, conversation_id)
+
+
+def namespace_prefixes(user_id: str) -> list[str]:
+    """Prefixes of every flush-hash namespace of ``user_id`` (retention forgets old hashes)."""
+    return [f"{name}:{user_id}:" for name in (CONVERSATION_NAMESPACE, *_LEGACY_NAMESPACES)]
 
 
 def file_lock(path: Path) -> AbstractContextManager[Any]:
@@ -95,7 +111,10 @@ def check_kind(kind: Any) -> str:
 
 
 def check_lines(lines: Any) -> list[str]:
-    """Records to write: a string is one record; every record is folded onto one line."""
+    """Records to write: a string is one record, a list several. A record is kept whole and exact
+    — newlines, indentation and trailing spaces too — except that ``\\r\\n``/``\\r`` become ``\\n``
+    and a leading bullet marker (``- ``/``* ``) is dropped (it is the record form's own). Empty
+    records, control characters and records over :data:`MAX_RECORD_CHARS` raise ``InvalidInput``."""
     items = [lines] if isinstance(lines, str) else lines
     if not isinstance(items, Sequence) or isinstance(items, (bytes, bytearray)):
         raise InvalidInput(f"lines must be a string or a list of strings, got {type(lines).__name__}")
@@ -105,10 +124,11 @@ def check_lines(lines: Any) -> list[str]:
         raise InvalidInput(f"at most {MAX_RECORDS} lines per append, got {len(items)}")
     records: list[str] = []
     for index, item in enumerate(items):
-        text = fold(validate.text(item, f"lines[{index}]", validate.MAX_MESSAGE_CHARS))
+        validate.text(item, f"lines[{index}]", MAX_RECORD_CHARS)
+        text = normalise_text(item)
         if text.startswith(("- ", "* ")):
-            text = text[2:].lstrip()
-        if not text or text in ("-", "*"):
+            text = text[2:].lstrip(" \t")
+        if not text.strip():
             raise InvalidInput(f"lines[{index}] is only a bullet marker")
         records.append(text)
     return records
@@ -128,6 +148,33 @@ def parse_day(value: Any, tz: tzinfo) -> date:
         except ValueError as exc:
             raise InvalidInput(f"date {value[:40]!r} is not YYYY-MM-DD") from exc
     raise InvalidInput(f"date must be a date, datetime or YYYY-MM-DD string, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class PendingBlock:
+    """A checked ``## kind (HH:MM)`` block, rendered and ready to append to ``day``'s file."""
+
+    day: date
+    text: str
+    records: int
+
+
+class JournalWriter:
+    """Appends blocks while :meth:`DailyJournal.exclusive` holds the journal lock."""
+
+    def __init__(self, journal: DailyJournal) -> None:
+        self._journal = journal
+        self.created_file = False  # a new day's file appeared (retention runs afterwards)
+
+    def append(self, kind: str, lines: str | Sequence[str], *, at: datetime | None = None) -> Path:
+        """Like :meth:`DailyJournal.append`, under the lock already held."""
+        return self.write(self._journal.block(kind, lines, at))
+
+    def write(self, block: PendingBlock) -> Path:
+        path = self._journal.paths.daily(block.day)
+        event = self._journal._write_block(path, block.day, block.text)
+        self.created_file = self.created_file or event.old_sha256 == _EMPTY_SHA
+        return path
 
 
 class DailyJournal:
@@ -173,27 +220,49 @@ class DailyJournal:
 
     # --- writing -----------------------------------------------------------------------------
     def append(self, kind: str, lines: str | Sequence[str], *, at: datetime | None = None) -> Path:
-        """Append a ``## <kind> (HH:MM)`` block of ``- `` lines to the file of ``at``'s day (now by
-        default); returns the file's path."""
+        """Append a ``## <kind> (HH:MM)`` block of records (see :func:`check_lines`; each may span
+        several lines) to the file of ``at``'s day (now by default); returns the file's path."""
+        block = self.block(kind, lines, at)
+        with self.exclusive() as writer:
+            return writer.write(block)
+
+    def block(self, kind: str, lines: str | Sequence[str], at: datetime | None = None) -> PendingBlock:
+        """Check and render a block without writing it (``InvalidInput`` on bad input)."""
         kind = check_kind(kind)
         records = check_lines(lines)
         if self.scrub is not None:
             records = [self.scrub(r) for r in records]
+        moment = self.moment(at)
+        text = f"## {kind} ({moment:%H:%M})\n" + "".join(render_record(r) + "\n" for r in records)
+        return PendingBlock(moment.date(), text, len(records))
+
+    def moment(self, at: datetime | None = None) -> datetime:
+        """``at`` (now by default) in the journal's time zone; a naive or non-datetime ``at`` raises."""
         if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
             raise InvalidInput("at must be a timezone-aware datetime")
-        moment = (at if at is not None else self.clock.now()).astimezone(self.tz)
-        day = moment.date()
-        path = self.paths.daily(day)
-        block = f"## {kind} ({moment:%H:%M})\n" + "".join(f"- {r}\n" for r in records)
-        with self._after_lock():
-            event = self._write_block(path, day, block)
-        if event.old_sha256 == _EMPTY_SHA:
+        return (at if at is not None else self.clock.now()).astimezone(self.tz)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[JournalWriter]:
+        """Hold the journal's cross-process lock for a whole check-then-write: nobody else appends
+        until the block ends, and ``writer.write`` inside it does not take the lock again.
+        Index listeners hear about the writes when the block ends; retention runs after that."""
+        writer = JournalWriter(self)
+        with self._after_lock(), ExitStack() as stack:
+            try:
+                stack.enter_context(file_lock(self.paths.daily_dir / LOCK_FILE))
+            except TimeoutError as exc:
+                raise StorageError(f"timed out waiting for the journal lock of {self.paths.daily_dir}") from exc
+            except OSError as exc:
+                raise StorageError(f"cannot lock the journal in {self.paths.daily_dir}: {exc}") from exc
+            yield writer
+        if writer.created_file:
             self._retention_quietly()
-        return path
 
     def _write_block(self, path: Path, day: date, block: str) -> AppendEvent:
+        """Append ``block`` to ``path``; the caller holds the journal lock."""
         try:
-            with file_lock(self.paths.daily_dir / LOCK_FILE), open(path, "a+b") as handle:
+            with open(path, "a+b") as handle:
                 handle.seek(0)
                 old = handle.read()
                 if not old:
@@ -218,8 +287,6 @@ class DailyJournal:
                     _notify(self.listener.appended, event, path)
         except OSError as exc:
             raise StorageError(f"cannot append to {path}: {exc}") from exc
-        except TimeoutError as exc:
-            raise StorageError(f"timed out waiting for the journal lock of {path.parent}") from exc
         return event
 
     # --- retention (R12) -----------------------------------------------------------------------
@@ -243,7 +310,8 @@ class DailyJournal:
         cutoff = self.today() - timedelta(days=self.retention_days)
         if self.flush_hashes is not None:
             oldest = self.now() - timedelta(days=self.retention_days)
-            self.flush_hashes.forget_before(daily_namespace_prefix(self.paths.user_id), oldest)
+            for prefix in namespace_prefixes(self.paths.user_id):
+                self.flush_hashes.forget_before(prefix, oldest)
         done = set(self.consolidated_days())
         removed: list[tuple[date, Path]] = []
         candidates = [(d, p) for d, p in self.paths.daily_files() if d < cutoff and d in done]

@@ -1,16 +1,16 @@
 """What is left of a batch of messages before it is flushed anywhere (R9, R10).
 
-Two rules, one implementation for every flush path (the Daily tier here, the update queue's
-extraction later, each with its own store of hashes):
-
 1. A ``[SCHEDULED]`` user message (one a scheduler injected) is stripped together with the reply
-   paired with it — the rest of its turn, tool calls and results included.
-2. Each remaining message is MD5-hashed (role, text and tool-call ids); a digest already flushed
-   — or seen earlier in the same batch — is skipped.
+   paired with it — the rest of its turn, tool calls and results included
+   (:func:`strip_scheduled`, :func:`kept_indices`). Every flush path applies this rule.
+2. :func:`prepare_flush` then drops messages whose MD5 (role, text and tool-call ids,
+   :func:`message_digest`) was handled before, or that repeat one earlier in the batch. The update
+   queue uses it for its *extraction* hashes (R28). The Daily journal does not: it identifies a
+   message by its position in the conversation too (:mod:`tiermem.tiers.conversation`).
 
 :func:`prepare_flush` is pure: the caller says which digests were flushed before and records the
-new ones (:attr:`FlushBatch.digests`) only after its write succeeded, so a failed write never
-marks messages as done.
+new ones (:attr:`FlushBatch.digests`) only after its work succeeded, so a failure never marks
+messages as done.
 """
 
 from __future__ import annotations
@@ -40,14 +40,19 @@ def is_scheduled(message: ChatMessage) -> bool:
         SCHEDULED_PREFIX)
 
 
+def kept_indices(messages: Sequence[ChatMessage]) -> list[int]:
+    """Indices of ``messages`` outside scheduler turns (the ``[SCHEDULED]`` message and its
+    paired reply), in order."""
+    kept: list[int] = []
+    for start, end in turn_spans(messages):
+        if not is_scheduled(messages[start]):
+            kept.extend(range(start, end))
+    return kept
+
+
 def strip_scheduled(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     """``messages`` without scheduler turns (the ``[SCHEDULED]`` message and its paired reply)."""
-    kept: list[ChatMessage] = []
-    for start, end in turn_spans(messages):
-        turn = messages[start:end]
-        if not is_scheduled(turn[0]):
-            kept.extend(turn)
-    return kept
+    return [messages[i] for i in kept_indices(messages)]
 
 
 def message_digest(message: ChatMessage) -> str:

@@ -1,11 +1,17 @@
 """Moving messages that leave a live session into the Daily tier (R2, R3, R8-R10).
 
-:meth:`SessionFlusher.flush` first applies the shared flush rules (``[SCHEDULED]`` pairs out,
-MD5 dedup against the hashes persisted for the session). Without an LLM it writes the
-deterministic extractive record at once. With one, the turns have already left the session and
-the record is written from a background job: the LLM's event lines, or — if the call or its
-reply fails — the extractive record. Either way something is written; a write that fails keeps
-the messages with the session and retries them with its next flush.
+:meth:`SessionFlusher.flush` writes the verbatim record of the messages at once, through the one
+conversation writer (:class:`~tiermem.tiers.conversation.ConversationJournal`: ``[SCHEDULED]``
+pairs out, each message once per conversation, whether the session or the update queue saw it
+first). The agent never waits for an LLM: with one, the summary of the turns is made by a
+background job and written as an *extra* ``## Session Summary (HH:MM)`` block, never instead of
+the record (once per set of turns, so a replay after a restart does not repeat it); if the call
+or its reply fails, there is no summary block and the record stands.
+
+The session's running summary sees every turn that left the session, whether or not its record
+was written by another path first: one condensed line per message at once, replaced by the LLM's
+event lines when they arrive. A journal write that fails keeps the messages with the session and
+retries them with its next flush.
 """
 
 from __future__ import annotations
@@ -17,11 +23,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from tiermem.errors import TiermemError
-from tiermem.storage.journal import FlushHashRepository
-from tiermem.tiers.daily import DailyJournal
-from tiermem.tiers.flush import FlushBatch, prepare_flush
-from tiermem.tiers.records import extractive_lines, parse_summary, summary_request
-from tiermem.tiers.turns import ChatMessage
+from tiermem.tiers.conversation import ConversationJournal, NumberedMessage
+from tiermem.tiers.flush import kept_indices
+from tiermem.tiers.records import parse_summary, summary_lines, summary_request
 from tiermem.tiers.worker import BackgroundWorker
 
 if TYPE_CHECKING:
@@ -31,17 +35,18 @@ log = logging.getLogger(__name__)
 
 TRIMMED_KIND = "Trimmed Context"
 SESSION_NOTES_KIND = "Session Notes"
+SUMMARY_KIND = "Session Summary"
 
 
 class FlushTarget(Protocol):
     """What the flusher needs from a session."""
 
     @property
-    def namespace(self) -> str: ...
+    def conversation_id(self) -> str: ...
 
-    def take_retry(self) -> list[ChatMessage]: ...
+    def take_retry(self) -> list[NumberedMessage]: ...
 
-    def keep_for_retry(self, messages: Sequence[ChatMessage]) -> None: ...
+    def keep_for_retry(self, messages: Sequence[NumberedMessage]) -> None: ...
 
     def add_summary_piece(self, lines: list[str]) -> int: ...
 
@@ -55,10 +60,10 @@ class FlushTarget(Protocol):
 class SessionFlusher:
     """Writes what leaves sessions to one user's journal."""
 
-    def __init__(self, journal: DailyJournal, hashes: FlushHashRepository | None,
-                 llm: Callable[[], ChatModel | None], worker: BackgroundWorker) -> None:
-        self.journal = journal
-        self.hashes = hashes
+    def __init__(self, conversations: ConversationJournal, llm: Callable[[], ChatModel | None],
+                 worker: BackgroundWorker) -> None:
+        self.conversations = conversations
+        self.journal = conversations.journal
         self._llm_source = llm
         self.worker = worker
 
@@ -66,58 +71,52 @@ class SessionFlusher:
         try:
             return self._llm_source()
         except TiermemError as exc:
-            log.warning("no LLM for session summaries (%s); writing extractive records", exc)
+            log.warning("no LLM for session summaries (%s); the verbatim records stand alone", exc)
             return None
 
-    def _seen(self, namespace: str, digests: list[str]) -> set[str]:
-        return self.hashes.seen(namespace, digests) if self.hashes is not None else set()
-
-    def flush(self, session: FlushTarget, kind: str, messages: Sequence[ChatMessage]) -> None:
-        """Record ``messages`` (plus any left over from a failed write) under ``## <kind> (HH:MM)``."""
-        batch = prepare_flush([*session.take_retry(), *messages], partial(self._seen, session.namespace))
-        if batch.scheduled_dropped or batch.duplicates_dropped:
-            log.debug("flush of %s: %d scheduled and %d already flushed messages skipped",
-                      session.namespace, batch.scheduled_dropped, batch.duplicates_dropped)
-        if not batch.messages:
-            return
+    def flush(self, session: FlushTarget, kind: str, messages: Sequence[NumberedMessage]) -> None:
+        """Record ``messages`` (plus any left over from a failed write) under ``## <kind> (HH:MM)``
+        and add them to the running summary."""
         at = self.journal.now()
-        lines = extractive_lines(batch.messages)
-        if not lines:  # only empty messages: nothing to say, but they are done
-            self._remember(session.namespace, batch, at)
+        self._write(session, kind, [*session.take_retry(), *messages], at)
+        leaving = [messages[i] for i in kept_indices([m.message for m in messages])]
+        lines = summary_lines([m.message for m in leaving])
+        if not lines:
             return
         piece = session.add_summary_piece(lines)
         llm = self._llm()
         if llm is None:
-            self._write(session, kind, lines, at, batch)
+            session.notify_summary()
         else:
-            self.worker.submit(partial(self._summarise_then_write, llm, session, kind, piece, at, batch, lines))
+            self.worker.submit(partial(self._summarise, llm, session, piece, at, leaving))
 
-    def _summarise_then_write(self, llm: ChatModel, session: FlushTarget, kind: str, piece: int,
-                              at: datetime, batch: FlushBatch, lines: list[str]) -> None:
+    def _write(self, session: FlushTarget, kind: str, messages: list[NumberedMessage], at: datetime) -> None:
+        if not messages:
+            return
         try:
-            request = summary_request(batch.messages, session.summary_before(piece), at.date())
-            lines = parse_summary(llm.complete(request))
-            session.set_summary_piece(piece, lines)
-        except Exception as exc:  # any LLM failure: the extractive record stands in (R8)
-            log.warning("LLM summary of %d messages failed (%s); writing the extractive record",
-                        len(batch.messages), exc)
-        self._write(session, kind, lines, at, batch)
-
-    def _write(self, session: FlushTarget, kind: str, lines: list[str], at: datetime, batch: FlushBatch) -> None:
-        try:
-            self.journal.append(kind, lines, at=at)
+            result = self.conversations.write(session.conversation_id, kind, messages, at=at)
         except TiermemError as exc:
-            log.error("could not write %d messages of %s to the journal (%s); kept for the next flush",
-                      len(batch.messages), session.namespace, exc)
-            session.keep_for_retry(batch.messages)
+            log.error("could not write %d messages of session %s to the journal (%s); kept for the next flush",
+                      len(messages), session.conversation_id, exc)
+            session.keep_for_retry(messages)
             return
-        self._remember(session.namespace, batch, at)
-        session.notify_summary()
+        if result.skipped or result.scheduled:
+            log.debug("flush of session %s: %d scheduled and %d already journaled messages skipped",
+                      session.conversation_id, result.scheduled, result.skipped)
 
-    def _remember(self, namespace: str, batch: FlushBatch, at: datetime) -> None:
-        if self.hashes is None:
-            return
+    def _summarise(self, llm: ChatModel, session: FlushTarget, piece: int, at: datetime,
+                   messages: list[NumberedMessage]) -> None:
+        """Background job: the LLM's event lines replace the piece and become an extra block
+        (once per set of messages: a replay after a restart does not write it again)."""
         try:
-            self.hashes.remember(namespace, batch.digests, at)
-        except TiermemError as exc:  # the record is written; at worst a replay writes it again
-            log.warning("could not record flushed message hashes of %s: %s", namespace, exc)
+            request = summary_request([m.message for m in messages], session.summary_before(piece), at.date())
+            lines = parse_summary(llm.complete(request))
+        except Exception as exc:  # any LLM failure: no summary block; the verbatim record stands (R8)
+            log.warning("LLM summary of %d messages failed (%s); the verbatim record stands", len(messages), exc)
+        else:
+            session.set_summary_piece(piece, lines)
+            try:
+                self.conversations.write_about(session.conversation_id, SUMMARY_KIND, messages, lines, at=at)
+            except TiermemError as exc:
+                log.warning("could not write the session summary of %s: %s", session.conversation_id, exc)
+        session.notify_summary()

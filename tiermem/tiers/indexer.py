@@ -1,8 +1,12 @@
 """Keeps the search index (``chunks``) in step with a user's ``MEMORY.md`` and daily files.
 
 Chunks follow :func:`~tiermem.tiers.markdown.parse_records`: one chunk per ``MEMORY.md`` bullet
-and per daily record (a ``- `` line with any lines that continue it), each with its line range so
-a hit cites ``memory/2026-03-14.md#L12-L12``. Dream diaries are not indexed.
+and per daily record (a ``- `` line with the lines that continue it), each with its line range so
+a hit cites ``memory/2026-03-14.md#L12-L12``. A daily chunk's text is the record's exact text
+(newlines kept); a ``MEMORY.md`` chunk's is folded onto one line. A record longer than
+:data:`CHUNK_MAX_CHARS` is cut at line boundaries into several chunks, each citing its own lines;
+a single line longer than that is cut (at a space where one is near) into pieces that cite the
+same line. Blank records are not indexed. Dream diaries are not indexed.
 
 - An append adds just the new block's chunks, provided the index still holds the file exactly as
   it was before the append (same sha256); otherwise the file is re-indexed whole.
@@ -25,12 +29,13 @@ from pathlib import Path
 
 from tiermem.storage.chunks import Chunk, ChunkRepository
 from tiermem.tiers.daily import AppendEvent
-from tiermem.tiers.markdown import parse_records
+from tiermem.tiers.markdown import Record, fold, parse_records
 from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
 
 log = logging.getLogger(__name__)
 
 _StatKey = tuple[int, int, int]
+CHUNK_MAX_CHARS = 1500  # a longer record is indexed as several chunks
 
 
 def _stat_key(info: os.stat_result) -> _StatKey:
@@ -52,7 +57,51 @@ def chunks_of(rel: str, text: str, first_line: int = 1) -> list[Chunk]:
     else:
         found = day_of(rel.rpartition("/")[2])
         tier, day = "daily", found.isoformat() if found else None
-    return [Chunk(tier, rel, r.line_start, r.line_end, r.text, day) for r in parse_records(text, first_line)]
+    chunks: list[Chunk] = []
+    for record in parse_records(text, first_line):
+        for start, end, piece in record_pieces(record):
+            body = fold(piece) if tier == "core" else piece
+            if body.strip():
+                chunks.append(Chunk(tier, rel, start, end, body, day))
+    return chunks
+
+
+def record_pieces(record: Record, max_chars: int = CHUNK_MAX_CHARS) -> list[tuple[int, int, str]]:
+    """``(line_start, line_end, text)`` pieces of a record of at most about ``max_chars`` characters,
+    cut between lines (a longer line into pieces of its own); a short record is one piece."""
+    if len(record.text) <= max_chars:
+        return [(record.line_start, record.line_end, record.text)]
+    pieces: list[tuple[int, int, str]] = []
+    parts: list[str] = []
+    start = end = record.line_start
+    size = 0
+    for number, line in enumerate(record.text.split("\n"), start=record.line_start):
+        for part in _line_parts(line, max_chars):
+            if parts and size + 1 + len(part) > max_chars:
+                pieces.append((start, end, "\n".join(parts)))
+                parts, size = [], 0
+            if not parts:
+                start, size = number, len(part)
+            else:
+                size += 1 + len(part)
+            parts.append(part)
+            end = number
+    if parts:
+        pieces.append((start, end, "\n".join(parts)))
+    return pieces
+
+
+def _line_parts(line: str, max_chars: int) -> list[str]:
+    """``line`` cut into pieces of at most ``max_chars`` characters, at a space in the second half
+    of a piece when there is one; the pieces joined give ``line`` back."""
+    parts: list[str] = []
+    while len(line) > max_chars:
+        cut = line.rfind(" ", max_chars // 2, max_chars)
+        cut = cut + 1 if cut > 0 else max_chars
+        parts.append(line[:cut])
+        line = line[cut:]
+    parts.append(line)
+    return parts
 
 
 class FileIndexer:

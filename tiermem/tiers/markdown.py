@@ -1,20 +1,45 @@
-"""The one Markdown reader of the file tiers: records with their line ranges.
+"""The one Markdown reader (and the record writer) of the file tiers: records with their line ranges.
 
-A *record* is a ``- `` (or ``* ``/``+ ``) bullet together with the lines that continue it (lines
-that are neither blank, a heading nor a new bullet), or a plain paragraph a person wrote. Headings
-(``#`` ... ``######``) are not records; the nearest ``## `` heading above a record is kept with it.
-``MEMORY.md`` items and daily records are both read with :func:`parse_records`, and the search
-index cuts its chunks along the same records, so a hit's line range is the record's.
+**The record form** (what the Daily journal writes, :func:`render_record`): a record is ``- ``
+followed by its first line; every further line of the record is written indented by two spaces
+(``  `` + line), and a blank line of the record becomes an indented empty line (exactly two
+spaces). So any text — blank lines, code fences, lines that start with ``- `` or ``#``, leading
+and trailing spaces — survives: ``parse_records(render_record(x))[0].text == normalise_text(x)``.
+Lines are what ``str.split("\\n")`` gives (never ``splitlines()``, which also splits on
+``\\x0b``, ``\\x85``, ``\\u2028`` ...). :func:`normalise_text` is applied before rendering:
+``\\r\\n`` and ``\\r`` become ``\\n``; control characters other than ``\\n`` and ``\\t`` (Unicode
+category Cc) and lone surrogates are dropped.
+
+**Reading** (:func:`parse_records`) also accepts hand-written Markdown (``MEMORY.md``, daily files
+written before the record form, notes typed by a person):
+
+- a record starts at a bullet: ``- `` at the start of a line gives the rest of the line verbatim;
+  other bullets (``* ``, ``+ ``, up to three spaces of indentation) give their text stripped;
+- while a bullet is open, a line that starts with two spaces continues it (its text is the line
+  without those two spaces), and so does a *lazy* continuation line — one that is neither blank,
+  a heading nor a bullet (its text is the line stripped);
+- a plain paragraph a person wrote (lines not in a bullet) is a record too (``bullet`` False);
+- blank lines, ``#`` ... ``######`` headings and lone bullet markers end a record; headings are
+  not records, and the nearest ``## `` (or deeper) heading above a record is kept with it.
+
+``Record.text`` is the exact text, newlines kept, one text line per file line of the record.
+Consumers that want one line fold it themselves (:func:`fold`). ``MEMORY.md`` items and daily
+records are both read here, and the search index cuts its chunks along the same records, so a
+hit's line range lies within its record's.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
+RECORD_MARKER = "- "
+CONTINUATION = "  "
 _BULLET_RE = re.compile(r"^\s{0,3}[-*+][ \t]+(.*\S)\s*$")
 _EMPTY_BULLET_RE = re.compile(r"^\s{0,3}[-*+]\s*$")
 _HEADING_RE = re.compile(r"^\s{0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t#]*$")
+_DROPPED_CATEGORIES = ("Cc", "Cs")
 
 
 @dataclass(frozen=True)
@@ -23,9 +48,23 @@ class Record:
 
     line_start: int
     line_end: int
-    text: str  # the bullet's text (no marker), continuation lines joined with single spaces
+    text: str  # the exact text (no marker, no continuation indent); one "\n"-separated line per file line
     bullet: bool
     heading: str | None = None  # the nearest "## " (or deeper) heading above, if any
+
+
+def normalise_text(text: str) -> str:
+    """``text`` as a record holds it: ``\\r\\n`` and ``\\r`` become ``\\n``; other control
+    characters but ``\\t`` (and lone surrogates, which UTF-8 cannot store) are dropped."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in _DROPPED_CATEGORIES)
+
+
+def render_record(text: str) -> str:
+    """The record form of ``text`` (no trailing newline): ``- `` + first line, then ``  `` + each
+    further line. ``text`` is normalised first (:func:`normalise_text`)."""
+    first, *rest = normalise_text(text).split("\n")
+    return "\n".join([RECORD_MARKER + first, *(CONTINUATION + line for line in rest)])
 
 
 def _heading(line: str) -> tuple[int, str] | None:
@@ -35,40 +74,48 @@ def _heading(line: str) -> tuple[int, str] | None:
     return len(match.group(1)), (match.group(2) or "").strip()
 
 
+def _lines(text: str) -> list[str]:
+    """``text`` cut at ``\\n`` only; a ``\\r`` ending a line (a CRLF file edited by hand) is dropped."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 def parse_records(text: str, first_line: int = 1) -> list[Record]:
     """The records of ``text``; ``first_line`` is the number of its first line in the file."""
     records: list[Record] = []
     heading: str | None = None
-    current: list[str] = []
-    start = end = 0
+    current: list[str] | None = None  # the open record's text lines
+    start = 0
     bullet = False
 
     def close() -> None:
         nonlocal current
-        if current:
-            records.append(Record(start, end, " ".join(current), bullet, heading))
-        current = []
+        if current is not None:
+            records.append(Record(start, start + len(current) - 1, "\n".join(current), bullet, heading))
+        current = None
 
-    for number, line in enumerate(text.splitlines(), start=first_line):
+    for number, line in enumerate(_lines(text), start=first_line):
+        if current is not None and bullet and line.startswith(CONTINUATION):
+            current.append(line[len(CONTINUATION):])
+            continue
+        if line.startswith(RECORD_MARKER):
+            close()
+            current, start, bullet = [line[len(RECORD_MARKER):]], number, True
+            continue
         stripped = line.strip()
         found = _heading(line) if stripped.startswith("#") else None
         if not stripped or found is not None or _EMPTY_BULLET_RE.match(line):
             close()
-            if found is not None and found[0] >= 2:
-                heading = found[1] or None
-            elif found is not None:
-                heading = None
+            if found is not None:
+                heading = (found[1] or None) if found[0] >= 2 else None
             continue
         match = _BULLET_RE.match(line)
         if match is not None:
             close()
-            current, start, end, bullet = [" ".join(match.group(1).split())], number, number, True
-            continue
-        if current:
-            current.append(" ".join(stripped.split()))
-            end = number
-            continue
-        current, start, end, bullet = [" ".join(stripped.split())], number, number, False
+            current, start, bullet = [match.group(1)], number, True
+        elif current is not None:
+            current.append(stripped)
+        else:
+            current, start, bullet = [stripped], number, False
     close()
     return records
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from tiermem.cli.app import cli, json_option, print_json, state_of
 from tiermem.config import CONFIG_FILE
 from tiermem.errors import InvalidInput
+from tiermem.types import Scope
 
 _TEMPLATE = """\
 # tiermem configuration. Precedence: arguments > TIERMEM_* environment > this file > defaults.
@@ -42,13 +46,14 @@ def init(ctx: click.Context) -> None:
     config = state.root / CONFIG_FILE
     if not config.exists():
         config.write_text(_TEMPLATE, encoding="utf-8")
-    state.memory()
+    state.memory(announce=False)
     click.echo(f"initialised {state.root.resolve()}")
 
 
 @cli.command()
 @click.option("--max-tokens", type=click.IntRange(1, 1_000_000), default=None, help="Token budget.")
-@click.option("--query", default=None, help="Put the facts most relevant to this message first.")
+@click.option("--query", default=None,
+              help="Put the facts and MEMORY.md items most relevant to this message first, and add relevant Daily notes.")
 @json_option
 @click.pass_context
 def inject(ctx: click.Context, max_tokens: int | None, query: str | None, as_json: bool) -> None:
@@ -58,7 +63,7 @@ def inject(ctx: click.Context, max_tokens: int | None, query: str | None, as_jso
     Example:
       tiermem inject --max-tokens 500 --query "what editor theme?"
     """
-    text = state_of(ctx).memory().format_for_injection(max_tokens=max_tokens, query=query)
+    text = state_of(ctx).memory(create=False).format_for_injection(max_tokens=max_tokens, query=query)
     if as_json:
         print_json({"text": text})
     else:
@@ -69,38 +74,64 @@ def inject(ctx: click.Context, max_tokens: int | None, query: str | None, as_jso
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path), required=False)
 @click.pass_context
 def export(ctx: click.Context, file: Path | None) -> None:
-    """Write everything (facts, summaries, plans, tombstones, audit) as JSON to FILE or stdout.
+    """Write a full backup as JSON to FILE or stdout: facts, summaries, plans, audit, tombstones,
+    dream state and MEMORY.md versions, digests, queue items, embeddings, and the Daily files,
+    dream diaries and MEMORY.md. Every scope, or with --user/--agent (or TIERMEM_USER/TIERMEM_AGENT)
+    only that scope's rows and that user's files.
 
     \b
     Example:
       tiermem export backup.json
+      tiermem --user maya export maya.json
     """
-    data = state_of(ctx).memory().export()
-    text = json.dumps(data, ensure_ascii=False, indent=1)
+    data = state_of(ctx).memory(create=False).export(scope=_scope_given(ctx))
+    text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
     if file is None:
-        click.echo(text)
-    else:
-        file.write_text(text + "\n", encoding="utf-8")
-        click.echo(f"exported to {file}", err=True)
+        click.echo(text, nl=False)
+        return
+    temp = file.with_name(f".{file.name}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, file)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink(missing_ok=True)
+        raise click.ClickException(f"cannot write {file}: {exc.strerror or exc}") from exc
+    click.echo(f"exported to {file}", err=True)
+
+
+def _scope_given(ctx: click.Context) -> Scope | None:
+    """The scope of --user/--agent (or TIERMEM_USER/TIERMEM_AGENT) when either was given, else None."""
+    root = ctx.find_root()
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    if root.get_parameter_source("user") in given or root.get_parameter_source("agent") in given:
+        state = state_of(ctx)
+        return Scope(state.user, state.agent)
+    return None
 
 
 @cli.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
-@click.option("--replace", is_flag=True, help="Overwrite ids that exist with other content.")
+@click.option("--replace", is_flag=True, help="Overwrite rows and files that exist with other content.")
 @json_option
 @click.pass_context
 def import_(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> None:
-    """Restore an export exactly (ids, timestamps; no dedup or threshold).
+    """Restore an export (version 1 or 2) as it was: ids, timestamps, files; no dedup or
+    threshold; this store's redaction applied. Rows and files that exist with other content are
+    refused (nothing is written) unless --replace.
 
     \b
     Example:
       tiermem --root ./restored import backup.json
     """
-    raw = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     try:
-        data: Any = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{file}: not JSON ({exc})") from exc
+        raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
+    try:
+        data: Any = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{file}: not a JSON export ({exc})") from exc
     counts = state_of(ctx).memory().import_(data, replace=replace)
     if as_json:
         print_json(counts)
@@ -112,15 +143,18 @@ def import_(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> Non
 @json_option
 @click.pass_context
 def stats(ctx: click.Context, as_json: bool) -> None:
-    """Counts of what the scope holds (facts by category, ...).
+    """What the scope holds: facts by category, daily files, MEMORY.md bullets, the active
+    plan, the update queue, the providers and the search score floor.
 
     \b
     Example:
+      tiermem stats
       tiermem stats --json
     """
-    data = state_of(ctx).memory().stats()
+    data = state_of(ctx).memory(create=False).stats()
     if as_json:
         print_json(data)
         return
-    for key, value in data.items():
-        click.echo(f"{key}: {value}")
+    from tiermem.cli.render import stats_table
+
+    stats_table(data)

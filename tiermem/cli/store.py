@@ -53,7 +53,8 @@ def init(ctx: click.Context) -> None:
 @cli.command()
 @click.option("--max-tokens", type=click.IntRange(1, 1_000_000), default=None, help="Token budget.")
 @click.option("--query", default=None,
-              help="Put the facts and MEMORY.md items most relevant to this message first, and add relevant Daily notes.")
+              help="Put the facts and MEMORY.md items most relevant to this message first, "
+                   "and add relevant Daily notes.")
 @json_option
 @click.pass_context
 def inject(ctx: click.Context, max_tokens: int | None, query: str | None, as_json: bool) -> None:

@@ -2,7 +2,8 @@
 
 One ``## Dream (HH:MM)`` entry per written dream; a second dream on the same day appends to the
 same file. Each entry holds the model's ``[DREAM]`` text and what tiermem decided: the days read,
-the bullet counts, the version that keeps the old ``MEMORY.md``, the bullets dropped as
+the bullet counts, the version that keeps the old ``MEMORY.md``, the older records the input
+budget left out (if any), the bullets dropped as
 unsupported by the sources (R40) and, for a forced rewrite, the prior bullets it lost.
 """
 
@@ -19,12 +20,14 @@ DIARY_TITLE = "# Dream Diary: {day}"
 
 
 def diary_entry(moment: datetime, diary: str, days: Sequence[str], prior: int, after: int, version_id: int,
-                dropped: Sequence[tuple[str, str]], lost: Sequence[str]) -> str:
-    """The Markdown of one entry (``moment`` in the user's time zone)."""
+                dropped: Sequence[tuple[str, str]], lost: Sequence[str], left_out: str = "") -> str:
+    """The Markdown of one entry (``moment`` in the user's time zone); ``left_out`` says which
+    records the input budget kept from the dream ("" when it read everything)."""
     lines = [
         f"## Dream ({moment:%H:%M})",
         f"Days read: {', '.join(days)}. MEMORY.md: {prior} -> {after} bullets "
         f"(the previous file is version {version_id}; `tiermem rollback {version_id}` restores it).",
+        *([f"Left out: {left_out}."] if left_out else []),
         "",
         diary.strip() or "(the model wrote no diary)",
     ]

@@ -29,13 +29,15 @@ class DailySource:
 
 @dataclass(frozen=True)
 class DreamBudget:
-    """The size budget the prompt demands and the guards enforce (unless forced)."""
+    """The size budgets: of the new ``MEMORY.md`` (the prompt demands it, the guards enforce it
+    unless forced) and of the Daily text one call reads (:mod:`tiermem.dream.window`)."""
 
     max_bullets: int = 100
     max_tokens: int = 2000
+    input_tokens: int = 12_000  # the most Daily text one call reads (``dream_input_tokens``; dream.window)
 
     def __post_init__(self) -> None:
-        if self.max_bullets < 1 or self.max_tokens < 1:
+        if self.max_bullets < 1 or self.max_tokens < 1 or self.input_tokens < 1:
             raise InvalidInput("the dream budget needs at least one bullet and one token")
 
 
@@ -64,6 +66,11 @@ def render_system_prompt(today: date, budget: DreamBudget) -> str:
     )
 
 
+def day_header(day: date) -> str:
+    """The line that opens a day's records in the request: ``=== 2026-03-14 (Saturday) ===``."""
+    return f"=== {day.isoformat()} ({day:%A}) ==="
+
+
 def build_dream_messages(
     memory_text: str,
     dailies: Sequence[DailySource],
@@ -81,7 +88,7 @@ def build_dream_messages(
     parts = ["CURRENT MEMORY.md", memory_text.strip() or "(empty)", "", "DAILY RECORDS"]
     for source in sorted(dailies, key=lambda d: d.day):
         if source.text.strip():
-            parts += [f"=== {source.day.isoformat()} ({source.day:%A}) ===", source.text.strip(), ""]
+            parts += [day_header(source.day), source.text.strip(), ""]
     parts.append("Reply with the [MEMORY] and [DREAM] sections only.")
     return [
         {"role": "system", "content": render_system_prompt(today, budget)},

@@ -6,14 +6,17 @@ Order of a run, each step able to end it:
 2. read the daily files of the window: no records -> ``skipped`` (``MEMORY.md`` untouched);
 3. their hash equals the last processed one (and not ``force``) -> ``skipped``;
 4. no LLM configured -> ``skipped`` with the reason;
-5. one LLM call with the current ``MEMORY.md`` and the daily text (:mod:`~tiermem.dream.prompt`);
+5. one LLM call with the current ``MEMORY.md`` and the newest daily records that fit the input
+   budget (:mod:`~tiermem.dream.window`, :mod:`~tiermem.dream.prompt`); older ones are left out
+   and counted in the result and the diary;
 6. parse (:mod:`~tiermem.dream.parse`): no usable ``[MEMORY]`` -> ``refused``;
 7. drop unsupported bullets (:mod:`~tiermem.dream.support`), then the guards
    (:mod:`~tiermem.dream.guards`): empty, >25% of the prior bullets lost, over budget -> ``refused``;
 8. ``dry_run`` stops here (``skipped``, with the diff); ``MEMORY.md`` changed since step 5 (a hand
    edit during the LLM call) -> ``refused``; otherwise keep the old ``MEMORY.md`` as a version,
-   replace the file atomically (which re-indexes it), append the diary, mark the days
-   consolidated and store the hash -> ``written``.
+   replace the file atomically (which re-indexes it), append the diary, mark consolidated the
+   days read whole and unchanged since (never a day with records left out) and store the hash
+   -> ``written``.
 
 Provider failures raise :class:`~tiermem.errors.ProviderError`; nothing is written then.
 """
@@ -24,7 +27,7 @@ import difflib
 import hashlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +38,7 @@ from tiermem.dream.guards import check_rewrite
 from tiermem.dream.parse import Bullet, DreamReplyError, parse_dream_reply, render_memory
 from tiermem.dream.prompt import DailySource, DreamBudget, build_dream_messages
 from tiermem.dream.support import SupportChecker, SupportPolicy
+from tiermem.dream.window import DreamInput, fit_to_budget
 from tiermem.errors import DreamError, NotFound, ProviderError, TiermemError
 from tiermem.storage.dreams import CoreVersion, DreamRepository
 from tiermem.tiers.core import parse_core
@@ -76,6 +80,8 @@ class DreamResult:
     diary_path: str | None = None
     dry_run: bool = False
     forced: bool = False
+    left_out: int = 0  # older records not read whole: over the input budget (dream_input_tokens)
+    partial_days: list[str] = field(default_factory=list)  # days with records left out (not consolidated)
 
     @property
     def written(self) -> bool:
@@ -87,6 +93,7 @@ class DreamResult:
             "dropped": [{"text": d.text, "reason": d.reason} for d in self.dropped], "lost": self.lost,
             "bullets": self.bullets, "priorBullets": self.prior_bullets, "versionId": self.version_id,
             "diaryPath": self.diary_path, "dryRun": self.dry_run, "forced": self.forced,
+            "leftOut": self.left_out, "partialDays": self.partial_days,
         }
 
 
@@ -202,11 +209,19 @@ class DreamRunner:
         if llm is None:
             return DreamResult("skipped", "no LLM configured: pass llm=... or set TIERMEM_LLM "
                                           "(e.g. openai:gpt-4o-mini)", days, dry_run=dry_run)
+        read = fit_to_budget(dailies, self.budget.input_tokens)
+        result = self._dream(llm, read, dailies, digest, force, dry_run)
+        return replace(result, left_out=read.left_out, partial_days=[d.isoformat() for d in read.partial_days])
+
+    def _dream(self, llm: ChatModel, read: DreamInput, dailies: list[DailySource], digest: str, force: bool,
+               dry_run: bool) -> DreamResult:
+        """Steps 5-8 over what fits the input budget (``dailies``: the whole window, as read)."""
         before = self.core.read()
         prior = [item for section in parse_core(before) for item in section.items]
-        reply = self._ask(llm, before, dailies)
+        days = [d.day.isoformat() for d in read.dailies]
+        reply = self._ask(llm, before, read.dailies)
         try:
-            plan = self._plan(reply, before, prior, dailies, force)
+            plan = self._plan(reply, before, prior, read.dailies, force)
         except _Refusal as refusal:
             log.warning("Deep Dream refused for user %r: %s", self.user_id, refusal.result.reason)
             return refusal.finish(days, len(prior), dry_run)
@@ -218,7 +233,9 @@ class DreamRunner:
         if self.core.read() != before:  # edited by hand (or another writer) while the model thought
             return DreamResult("refused", "MEMORY.md changed while the dream ran; nothing written (dream again)",
                                days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior))
-        return self._write(plan, before, days, digest, len(prior))
+        texts = {d.day: d.text for d in dailies}
+        unchanged = [day for day in read.whole_days if self.daily.read(day) == texts[day]]
+        return self._write(plan, before, days, digest, len(prior), unchanged, read.note(self.budget.input_tokens))
 
     def _ask(self, llm: ChatModel, before: str, dailies: list[DailySource]) -> str:
         today = self.clock.now().astimezone(self.tz).date()
@@ -253,7 +270,10 @@ class DreamRunner:
                                        bullets=len(kept)))
         return _Plan(text, kept, dropped, verdict.lost, verdict.forced, parsed.diary, diff)
 
-    def _write(self, plan: _Plan, before: str, days: list[str], digest: str, prior_count: int) -> DreamResult:
+    def _write(self, plan: _Plan, before: str, days: list[str], digest: str, prior_count: int,
+               consolidated: list[date], note: str) -> DreamResult:
+        """Keep the old text as a version, write ``MEMORY.md`` and the diary, mark ``consolidated``
+        (the days read whole and unchanged since), store the hash."""
         now = self.clock.now()
         version_id = self.repo.save_version(self.user_id, before, self.core.path.exists(), "dream", now)
         try:
@@ -263,13 +283,15 @@ class DreamRunner:
             raise
         self._refresh_index()
         entry = diary_entry(now.astimezone(self.tz), plan.diary, days, prior_count, len(plan.bullets),
-                            version_id, [(d.text, d.reason) for d in plan.dropped], plan.lost if plan.forced else [])
+                            version_id, [(d.text, d.reason) for d in plan.dropped], plan.lost if plan.forced else [],
+                            note)
         diary = append_diary(self.core.paths.dreams_dir, now.astimezone(self.tz).date(), entry)
-        self.daily.mark_consolidated(days)
+        self.daily.mark_consolidated(consolidated)
         self.repo.set_state(self.user_id, digest, days, now)
         log.info("Deep Dream wrote MEMORY.md for user %r: %d -> %d bullets, %d dropped", self.user_id,
                  prior_count, len(plan.bullets), len(plan.dropped))
-        return DreamResult("written", "forced past the guards" if plan.forced else "", days, plan.diff, plan.dropped,
+        reason = "; ".join(r for r in ("forced past the guards" if plan.forced else "", note) if r)
+        return DreamResult("written", reason, days, plan.diff, plan.dropped,
                            plan.lost, len(plan.bullets), prior_count, version_id,
                            self.core.paths.relative(diary), forced=plan.forced)
 

@@ -1,0 +1,130 @@
+"""The export file as a whole: write one (version 2), read one (version 1 or 2).
+
+Version 2 (this release) is a full backup (R69)::
+
+    {"format": "tiermem-export", "version": 2, "scope": null | {"user_id": ..., "agent_name": ...},
+     "facts": [...], "summaries": [...], ..., "embeddings": [...], "files": [...]}
+
+with one list per database section (:mod:`tiermem.transfer.rows`) and the Markdown files
+(:mod:`tiermem.transfer.files`). ``scope`` is ``null`` when the export covers every scope.
+Version 1 (tiermem 0.1.0) held facts, summaries, tombstones, audit, plans, ``MEMORY.md`` versions
+and dream state, each optional; it imports as a version 2 file without those other sections.
+
+Import checks the whole file first (one :class:`~tiermem.errors.InvalidInput` naming section,
+row and field), then plans the file writes (an existing file with other content is refused unless
+``replace``), then restores every row in one transaction and writes the files before it commits.
+Any failure leaves the database and the files as they were.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiermem.errors import InvalidInput
+from tiermem.storage.db import Database
+from tiermem.transfer import files
+from tiermem.transfer.rows import SECTIONS
+from tiermem.transfer.schema import name, where
+from tiermem.transfer.section import Restore
+from tiermem.types import Scope
+
+FORMAT = "tiermem-export"
+VERSION = 2
+V1_SECTIONS = ("facts", "summaries", "tombstones", "audit", "plans", "core_versions", "dream_state")
+SECTION_NAMES = tuple(section.name for section in SECTIONS)
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import restored: rows (or files) per section, and the users whose files it covered."""
+
+    counts: dict[str, int]
+    users: list[str]
+
+
+def export_data(db: Database, base: Path, scope: Scope | None = None) -> dict[str, Any]:
+    """Every section of ``scope`` (every scope for ``None``) as JSON-ready data, read as one
+    consistent snapshot: the database in one read transaction, the files under the users' locks."""
+    users = [scope.user_id] if scope is not None else files.file_users(base)
+    with files.lock_users(base, users, reading=True):
+        conn = db.conn
+        conn.execute("BEGIN")
+        try:
+            data: dict[str, Any] = {
+                "format": FORMAT, "version": VERSION,
+                "scope": None if scope is None else {"user_id": scope.user_id, "agent_name": scope.agent_name},
+            }
+            for section in SECTIONS:
+                data[section.name] = section.dump(conn, scope)
+            data[files.SECTION] = files.export_files(base, scope)
+        finally:
+            conn.execute("COMMIT")
+    return data
+
+
+def _sections(data: Any) -> dict[str, Any]:
+    """The sections of a version 1 or 2 export (version 1: the ones it has)."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InvalidInput(f"not a tiermem export (expected an object with \"format\": {FORMAT!r})")
+    version = data.get("version")
+    if version == 1:
+        allowed, required = set(V1_SECTIONS), set()
+    elif version == VERSION:
+        allowed = required = {*SECTION_NAMES, files.SECTION, "scope"}
+    else:
+        raise InvalidInput(f"unsupported export version {version!r} (this tiermem reads versions 1 and {VERSION})")
+    body = {k: v for k, v in data.items() if k not in ("format", "version")}
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidInput(f"{where(unknown[0])}: unknown in an export of version {version}")
+    missing = sorted(required - set(body))
+    if missing:
+        raise InvalidInput(f"{where(missing[0])}: missing")
+    _check_scope(body.get("scope"))
+    return body
+
+
+def _check_scope(scope: Any) -> None:
+    if scope is None:
+        return
+    if not isinstance(scope, dict) or set(scope) != {"user_id", "agent_name"}:
+        raise InvalidInput(f"{where('scope')}: expected null or an object with user_id and agent_name")
+    for field in ("user_id", "agent_name"):
+        problem = name(scope[field])
+        if problem is not None:
+            raise InvalidInput(f"{where('scope', None, field)}: {problem}")
+
+
+def import_data(db: Database, base: Path, data: Any, how: Restore) -> ImportReport:
+    """Restore an export into the store at ``base``; all or nothing (see the module docstring)."""
+    body = _sections(data)
+    conn = db.conn
+    present = [section for section in SECTIONS if section.name in body]
+    for section in present:
+        section.check(conn, body[section.name])
+    entries = files.parse_files(body.get(files.SECTION, []), how)
+    files.plan_writes(base, entries, how.replace)  # refuse before taking any lock
+    users = sorted({entry.user_id for entry in entries})
+    counts: dict[str, int] = {}
+    with files.lock_users(base, users):
+        writes = files.plan_writes(base, entries, how.replace)
+        written = False
+        try:
+            with db.transaction() as conn:
+                for section in present:
+                    try:
+                        counts[section.name] = section.restore(conn, body[section.name], how)
+                    except sqlite3.IntegrityError as exc:
+                        raise InvalidInput(f"{where(section.name)}: rows break a rule of the store: {exc}") from exc
+                files.write_files(writes)
+                written = True
+        except BaseException:
+            if written:
+                files.undo(writes)
+            raise
+    if files.SECTION in body:
+        counts[files.SECTION] = len(entries)
+    return ImportReport(counts, users)

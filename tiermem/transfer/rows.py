@@ -1,0 +1,275 @@
+"""The database sections of an export, one per table that holds something only this store knows.
+
+Exported: facts, summaries, tombstones, audit, plans, ``MEMORY.md`` versions, dream state,
+consolidation marks, flush digests (R9), extracted-message digests (R28), queue items (pending and
+dead) and embeddings. Not exported, because import rebuilds them: the search index (``chunks``,
+``indexed_files``, ``search_docs`` and its FTS tables) is cut again from the Markdown files, which
+travel whole; ``change_epochs`` are counters the inserts move; ``search_removed`` and ``meta``
+(the index's model, the removal-log watermark) describe this database's own index.
+:data:`NOT_EXPORTED` lists them, and a test fails when a new table is in neither list.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+from tiermem.errors import ImportConflict, InvalidInput
+from tiermem.transfer import schema as s
+from tiermem.transfer.schema import where
+from tiermem.transfer.section import Restore, Row, Section, TableSpec, rows_of, scope_filter, table_section
+from tiermem.types import CATEGORIES, Scope
+from tiermem.validate import normalise
+
+NOT_EXPORTED = frozenset({
+    "chunks", "indexed_files", "search_docs", "search_removed", "search_words", "search_grams",
+    "search_words_vocab", "search_grams_vocab", "change_epochs", "meta", "sqlite_sequence",
+})
+AGENT_SCOPE = {"user_id": s.name, "agent_name": s.name}
+
+
+# --- facts: restored as they were, never re-admitted (R69) ---------------------------------------
+_FACT_FIELDS = {"id": s.text(), **AGENT_SCOPE, "content": s.text(), "category": s.one_of(*CATEGORIES),
+                "confidence": s.number, "created_at": s.timestamp, "updated_at": s.timestamp, "source": s.text(True)}
+
+_FACT_SAME = [f for f in _FACT_FIELDS if f != "id"]
+
+
+def _dump_facts(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+    flt, args = scope_filter("agent", scope)
+    return rows_of(conn, f"SELECT {', '.join(_FACT_FIELDS)} FROM facts WHERE {flt}"
+                         " ORDER BY user_id, agent_name, created_at, id", args)
+
+
+def _restore_facts(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    for row in rows:
+        content = how.clean(row["content"])
+        norm = normalise(content)
+        old = conn.execute(f"SELECT {', '.join(_FACT_SAME)} FROM facts WHERE id = ?", (row["id"],)).fetchone()
+        if old is not None and dict(old) == {**{k: row[k] for k in _FACT_SAME}, "content": content}:
+            continue
+        if old is not None and not how.replace:
+            raise ImportConflict(f"fact {row['id']} exists with other content; use --replace to overwrite")
+        twin = conn.execute("SELECT id FROM facts WHERE user_id = ? AND agent_name = ? AND norm = ? AND id != ?",
+                            (row["user_id"], row["agent_name"], norm, row["id"])).fetchone()
+        if twin is not None and not how.replace:
+            raise ImportConflict(f"fact {row['id']} has the content of fact {twin[0]} in scope"
+                                 f" {row['user_id']}/{row['agent_name']}; use --replace to keep the imported one")
+        conn.execute("DELETE FROM facts WHERE id = ? OR (user_id = ? AND agent_name = ? AND norm = ?)",
+                     (row["id"], row["user_id"], row["agent_name"], norm))
+        conn.execute("INSERT INTO facts (id, user_id, agent_name, content, norm, category, confidence, created_at,"
+                     " updated_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (row["id"], row["user_id"], row["agent_name"], content, norm, row["category"],
+                      float(row["confidence"]), row["created_at"], row["updated_at"], row["source"]))
+    return len(rows)
+
+
+def _check_confidence(section: str, rows: list[Row]) -> None:
+    for index, row in enumerate(rows):
+        if not 0.0 <= row["confidence"] <= 1.0:
+            raise InvalidInput(f"{where(section, index, 'confidence')}: must be within [0, 1]")
+
+
+# --- audit: a log; merging appends the entries the target lacks ----------------------------------
+_AUDIT_FIELDS = {"id": s.integer, **AGENT_SCOPE, "at": s.timestamp, "action": s.text(), "fact_id": s.text(True),
+                 "content": s.text(True), "reason": s.text(), "source": s.text(True), "run_id": s.text(True)}
+_AUDIT_BODY = [f for f in _AUDIT_FIELDS if f != "id"]
+
+
+def _dump_audit(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+    flt, args = scope_filter("agent", scope)
+    return rows_of(conn, f"SELECT {', '.join(_AUDIT_FIELDS)} FROM audit WHERE {flt} ORDER BY id", args)
+
+
+def _restore_audit(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    """An entry equal to one the target has is skipped; a new one keeps its id when that is free
+    and gets the next id otherwise (ids of a log are positions, not identities)."""
+    known: dict[tuple[str, str], set[tuple[Any, ...]]] = {}
+    for row in rows:
+        entry = {**row, "content": how.clean_optional(row["content"])}
+        scope = (entry["user_id"], entry["agent_name"])
+        if scope not in known:
+            found = conn.execute(f"SELECT {', '.join(_AUDIT_BODY)} FROM audit WHERE user_id = ? AND agent_name = ?",
+                                 scope)
+            known[scope] = {tuple(r) for r in found}
+        body = tuple(entry[f] for f in _AUDIT_BODY)
+        if body in known[scope]:
+            continue
+        taken = conn.execute("SELECT 1 FROM audit WHERE id = ?", (entry["id"],)).fetchone() is not None
+        names = _AUDIT_BODY if taken else list(_AUDIT_FIELDS)
+        conn.execute(f"INSERT INTO audit ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                     [entry[n] for n in names])
+        known[scope].add(body)
+    return len(rows)
+
+
+# --- plans: the stored records (storage.plans checks and restores them) --------------------------
+def _dump_plans(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+    flt, args = scope_filter("agent", scope)
+    found = conn.execute(f"SELECT data FROM plans WHERE {flt} ORDER BY user_id, agent_name, created_at, id", args)
+    return [json.loads(row[0]) for row in found]
+
+
+def _check_plans(section: str, rows: list[Row]) -> None:
+    from tiermem.plans.plan import Plan
+
+    for index, row in enumerate(rows):
+        try:
+            Plan.from_record(row)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where(section, index)}: {exc}") from exc
+
+
+def _restore_plans(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    from tiermem.storage.plans import restore_plans
+
+    cleaned = [{**row, "title": how.clean(row["title"]), "checklist": how.clean(row["checklist"])} for row in rows]
+    return restore_plans(conn, cleaned, how.replace)
+
+
+# --- the update queue: items waiting for extraction, and dead ones -------------------------------
+_OUTBOX_FIELDS = {"thread_id": s.text(), **AGENT_SCOPE, "messages": s.json_list,
+                  "status": s.one_of("pending", "dead"), "attempts": s.integer, "last_error": s.text(True),
+                  "enqueued_at": s.timestamp, "not_before": s.timestamp}
+
+
+def _dump_outbox(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+    """Pending and dead items; one being processed is exported as pending (as if the process died),
+    unless a newer pending item of its thread already holds its messages."""
+    flt, args = scope_filter("agent", scope)
+    found = rows_of(conn, "SELECT thread_id, user_id, agent_name, messages, status, attempts, last_error,"
+                          f" enqueued_at, not_before FROM outbox WHERE {flt} ORDER BY enqueued_at, id", args)
+    pending = {(r["thread_id"], r["user_id"], r["agent_name"]) for r in found if r["status"] == "pending"}
+    out: list[Row] = []
+    for row in found:
+        if row["status"] == "processing":
+            if (row["thread_id"], row["user_id"], row["agent_name"]) in pending:
+                continue
+            row["status"] = "pending"
+        out.append({**row, "messages": json.loads(row["messages"])})
+    return out
+
+
+def _check_outbox(section: str, rows: list[Row]) -> None:
+    from tiermem import validate
+
+    for index, row in enumerate(rows):
+        try:
+            validate.messages(row["messages"])
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where(section, index, 'messages')}: {exc}") from exc
+
+
+def _restore_outbox(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    from tiermem.queue.process import prepare_messages
+
+    for row in rows:
+        messages = json.dumps(prepare_messages(row["messages"], scrub=how.scrub is not None), ensure_ascii=False)
+        key = (row["thread_id"], row["user_id"], row["agent_name"])
+        same = conn.execute("SELECT 1 FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ?"
+                            " AND status = ? AND messages = ?", (*key, row["status"], messages)).fetchone()
+        if same is not None:
+            continue
+        values = (*key, messages, row["status"], row["attempts"], row["last_error"], row["enqueued_at"],
+                  row["not_before"])
+        if row["status"] == "pending":
+            other = conn.execute("SELECT id FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ?"
+                                 " AND status IN ('pending', 'processing')", key).fetchone()
+            if other is not None and not how.replace:
+                raise ImportConflict(f"outbox: thread {key[0]} of {key[1]}/{key[2]} is queued with other messages;"
+                                     " use --replace to queue the imported ones")
+            if other is not None:
+                conn.execute("DELETE FROM outbox WHERE id = ?", (other[0],))
+        conn.execute("INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, attempts, last_error,"
+                     " enqueued_at, not_before) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+    return len(rows)
+
+
+# --- embeddings: a cache keyed by (hash of the embedded text, model id) --------------------------
+_EMBEDDING_FIELDS = {"content_hash": s.text(), "model": s.text(), "dim": s.integer, "vector": s.base64_bytes}
+
+
+def _scope_hashes(conn: sqlite3.Connection, scope: Scope) -> set[str]:
+    """Hashes of the texts embedded for the scope's items: each item's own, and its sentences'."""
+    from tiermem.search.indexer import text_hash
+    from tiermem.search.parts import sentence_parts
+    from tiermem.storage.chunks import SHARED_AGENT
+
+    found = conn.execute("SELECT embed_hash, text FROM search_docs WHERE user_id = ? AND agent_name IN (?, ?)",
+                         (scope.user_id, scope.agent_name, SHARED_AGENT))
+    hashes: set[str] = set()
+    for embed_hash, text in found:
+        if embed_hash:
+            hashes.add(str(embed_hash))
+        hashes.update(text_hash(part) for part in sentence_parts(str(text)))
+    return hashes
+
+
+def _dump_embeddings(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+    rows = conn.execute("SELECT content_hash, model, dim, vector FROM embeddings ORDER BY model, content_hash")
+    wanted = _scope_hashes(conn, scope) if scope is not None else None
+    return [{"content_hash": h, "model": m, "dim": d, "vector": base64.b64encode(v).decode("ascii")}
+            for h, m, d, v in rows if wanted is None or h in wanted]
+
+
+def _check_embeddings(section: str, rows: list[Row]) -> None:
+    for index, row in enumerate(rows):
+        if len(base64.b64decode(row["vector"])) != 4 * row["dim"] or row["dim"] < 1:
+            raise InvalidInput(f"{where(section, index, 'vector')}: not {row['dim']} float32 values")
+
+
+def _restore_embeddings(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    """Vectors are a cache: one the target has already (same text hash and model) stays."""
+    conn.executemany("INSERT OR IGNORE INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)",
+                     [(r["content_hash"], r["model"], r["dim"], base64.b64decode(r["vector"])) for r in rows])
+    return len(rows)
+
+
+# --- plain tables -------------------------------------------------------------------------------
+def _clean_summary(row: Row, how: Restore) -> Row:
+    return {**row, "summary": how.clean(row["summary"])}
+
+
+def _clean_tombstone(row: Row, how: Restore) -> Row:
+    content = how.clean(row["content"])
+    return {**row, "content": content, "norm": normalise(content)}
+
+
+def _clean_version(row: Row, how: Restore) -> Row:
+    content = how.clean(row["content"])
+    return {**row, "content": content, "sha256": hashlib.sha256(content.encode("utf-8")).hexdigest()}
+
+
+_TABLES = (
+    TableSpec("summaries", {**AGENT_SCOPE, "key": s.text(), "summary": s.text(), "updated_at": s.timestamp},
+              ("user_id", "agent_name", "key"), "agent", "user_id, agent_name, key", transform=_clean_summary),
+    TableSpec("tombstones", {**AGENT_SCOPE, "norm": s.text(), "content": s.text(), "reason": s.text(),
+                             "at": s.timestamp},
+              ("user_id", "agent_name", "norm"), "agent", "user_id, agent_name, norm", transform=_clean_tombstone),
+    TableSpec("core_versions", {"id": s.integer, "user_id": s.name, "created_at": s.timestamp, "cause": s.text(),
+                                "content": s.text(), "existed": s.integer, "sha256": s.text()},
+              ("id",), "user", "id", transform=_clean_version),
+    TableSpec("dream_state", {"user_id": s.name, "daily_sha256": s.text(), "days": s.text(), "at": s.timestamp},
+              ("user_id",), "user", "user_id"),
+    TableSpec("consolidated_days", {"user_id": s.name, "day": s.text(), "at": s.timestamp},
+              ("user_id", "day"), "user", "user_id, day", ignore=("at",)),
+    TableSpec("flush_hashes", {"namespace": s.text(), "digest": s.text(), "at": s.timestamp},
+              ("namespace", "digest"), "namespace", "namespace, digest", ignore=("at",)),
+    TableSpec("extracted_hashes", {**AGENT_SCOPE, "thread_id": s.text(), "md5": s.text(), "at": s.timestamp},
+              ("user_id", "agent_name", "thread_id", "md5"), "agent", "user_id, agent_name, thread_id, md5",
+              ignore=("at",)),
+)
+
+#: Every database section, in the order import restores them.
+SECTIONS: tuple[Section, ...] = (
+    Section("facts", _FACT_FIELDS, _dump_facts, _restore_facts, extra_check=_check_confidence),
+    *(table_section(spec) for spec in _TABLES[:2]),
+    Section("audit", _AUDIT_FIELDS, _dump_audit, _restore_audit),
+    Section("plans", None, _dump_plans, _restore_plans, extra_check=_check_plans),
+    *(table_section(spec) for spec in _TABLES[2:]),
+    Section("outbox", _OUTBOX_FIELDS, _dump_outbox, _restore_outbox, extra_check=_check_outbox),
+    Section("embeddings", _EMBEDDING_FIELDS, _dump_embeddings, _restore_embeddings, extra_check=_check_embeddings),
+)

@@ -1,0 +1,134 @@
+"""What an export section is, and the generic one for a plain table.
+
+A :class:`Section` dumps rows of one scope (or of every scope) to JSON-ready dicts, checks such
+rows before anything is written, and restores them inside the import's transaction. Restoring
+merges by the section's key: a row that is absent is inserted, an equal one is left alone, and
+one that exists with other content is an :class:`~tiermem.errors.ImportConflict` unless
+``replace`` (then the imported row wins).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tiermem.errors import ImportConflict
+from tiermem.transfer.schema import Check, check_rows
+from tiermem.types import Scope
+
+Row = dict[str, Any]
+#: How a scope selects a table's rows: by (user, agent), by user (files and dreams are per
+#: user), or by the flush-hash namespace of the scope.
+ScopeKind = Literal["agent", "user", "namespace"]
+
+
+@dataclass(frozen=True)
+class Restore:
+    """How an import writes: ``replace`` lets imported rows win conflicts; ``scrub`` is the target
+    store's redaction (``None`` when it is off), applied to every text a person or model wrote."""
+
+    replace: bool = False
+    scrub: Callable[[str], str] | None = None
+
+    def clean(self, text: str) -> str:
+        return self.scrub(text) if self.scrub is not None else text
+
+    def clean_optional(self, text: str | None) -> str | None:
+        return None if text is None else self.clean(text)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the export file (a table, or a group of rows that belong together)."""
+
+    name: str
+    fields: Mapping[str, Check] | None  # None: ``extra_check`` checks the whole row
+    dump: Callable[[sqlite3.Connection, Scope | None], list[Row]]
+    restore: Callable[[sqlite3.Connection, list[Row], Restore], int]
+    table: str | None = None  # its columns added by a newer schema travel along too
+    extra_check: Callable[[str, list[Row]], None] | None = None
+
+    def check(self, conn: sqlite3.Connection, rows: Any) -> None:
+        """Raise :class:`~tiermem.errors.InvalidInput` naming the first bad row and field."""
+        known = set(self.fields or ())
+        extra = frozenset(columns(conn, self.table)) - known if self.table else frozenset()
+        check_rows(self.name, rows, self.fields, extra)
+        if self.extra_check is not None:
+            self.extra_check(self.name, rows)
+
+
+def columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The table's columns in schema order."""
+    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def scope_filter(kind: ScopeKind, scope: Scope | None) -> tuple[str, list[Any]]:
+    """``WHERE`` text and arguments that keep the rows of ``scope`` (all rows for ``None``)."""
+    if scope is None:
+        return "1 = 1", []
+    if kind == "agent":
+        return "user_id = ? AND agent_name = ?", [scope.user_id, scope.agent_name]
+    if kind == "user":
+        return "user_id = ?", [scope.user_id]
+    from tiermem.tiers.daily import namespace_prefixes
+
+    prefixes = [like_prefix(f"{prefix}{scope.agent_name}:") for prefix in namespace_prefixes(scope.user_id)]
+    return "(" + " OR ".join("namespace LIKE ? ESCAPE '\\'" for _ in prefixes) + ")", prefixes
+
+
+def rows_of(conn: sqlite3.Connection, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+    return [dict(row) for row in conn.execute(sql, args)]
+
+
+def merge_row(conn: sqlite3.Connection, section: str, table: str, row: Row, key: Sequence[str], restore: Restore,
+              ignore: Sequence[str] = ()) -> None:
+    """Insert ``row`` unless an equal row (``ignore`` columns aside) has its key; another row with
+    that key is a conflict unless ``restore.replace``."""
+    names = [c for c in row]
+    where = " AND ".join(f"{k} = ?" for k in key)
+    old = conn.execute(f"SELECT {', '.join(names)} FROM {table} WHERE {where}", [row[k] for k in key]).fetchone()
+    if old is not None:
+        differs = [c for c in names if c not in ignore and old[c] != row[c]]
+        if not differs:
+            return
+        if not restore.replace:
+            raise ImportConflict(f"{section} {', '.join(str(row[k]) for k in key)} exists with other content"
+                                 f" ({', '.join(differs)}); use --replace to overwrite")
+    marks = ", ".join("?" for _ in names)
+    conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({marks})", [row[c] for c in names])
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A plain table exported row by row and merged by ``key``."""
+
+    name: str
+    fields: Mapping[str, Check]
+    key: tuple[str, ...]
+    scope: ScopeKind
+    order: str
+    ignore: tuple[str, ...] = ()  # columns a merge does not compare (when a mark was made)
+    transform: Callable[[Row, Restore], Row] | None = field(default=None)  # redaction, derived columns
+
+
+def table_section(spec: TableSpec) -> Section:
+    """The :class:`Section` of a plain table (its newer columns included)."""
+
+    def dump(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+        where, args = scope_filter(spec.scope, scope)
+        wanted = [*spec.fields, *(c for c in columns(conn, spec.name) if c not in spec.fields)]
+        return rows_of(conn, f"SELECT {', '.join(wanted)} FROM {spec.name} WHERE {where} ORDER BY {spec.order}", args)
+
+    def restore(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+        for row in rows:
+            merge_row(conn, spec.name, spec.name, spec.transform(row, how) if spec.transform else row, spec.key,
+                      how, spec.ignore)
+        return len(rows)
+
+    return Section(spec.name, spec.fields, dump, restore, table=spec.name)

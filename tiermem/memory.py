@@ -18,7 +18,7 @@ from tiermem import validate
 from tiermem.clock import Clock, SystemClock
 from tiermem.config import Settings, load_settings
 from tiermem.errors import InvalidInput
-from tiermem.facts.injection import render_injection
+from tiermem.facts.injection import CoreItem, Note, core_by_relevance, core_items, notes_from_hits, render_injection
 from tiermem.facts.store import FactPolicy, FactStore
 from tiermem.storage.db import Database
 from tiermem.storage.facts import FactRepository
@@ -81,6 +81,10 @@ class Memory:
         overrides["embedder"] = embedder if isinstance(embedder, str) else None
         self.settings: Settings = load_settings(self.root, overrides)
         self._llm_object, self._embedder_object = _provider_objects(llm, embedder)
+        from tiermem.models.registry import check_names  # a typo fails now; the providers build lazily
+
+        check_names(None if self._llm_object else self.settings.llm,
+                    None if self._embedder_object else self.settings.embedder)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.root.mkdir(parents=True, exist_ok=True)
         self.db = Database(self.root / DB_FILE)
@@ -131,21 +135,33 @@ class Memory:
         return store
 
     def format_for_injection(self, max_tokens: int | None = None, query: str | None = None) -> str:
-        """Summaries and facts for a system prompt within ``max_tokens`` (R21, R22)."""
+        """The memory text for a system prompt within ``max_tokens`` (R21, R22; docs/injection.md):
+        summaries, ``Core Memory:`` (``MEMORY.md``, when ``inject_core``), facts and, with ``query``,
+        ``Relevant notes:`` from the Daily journal; ``query`` puts the most relevant first."""
         budget = self.settings.max_injection_tokens if max_tokens is None else validate.positive_int(
             max_tokens, "max_tokens")
-        facts = self.facts.list()
-        ranked = False
         if query is not None:
             validate.text(query, "query", validate.MAX_QUERY_CHARS)
-            facts, ranked = self._facts_by_relevance(query, facts), True
-        return render_injection(self.facts.summaries(), facts, budget, facts_ranked=ranked)
+        facts = self.facts.list()
+        core = core_items(self.core.read()) if self.settings.inject_core else []
+        notes: list[Note] = []
+        if query is not None:
+            facts, core, notes = self._facts_by_relevance(query, facts, core)
+        return render_injection(self.facts.summaries(), facts, budget, [item.text for item in core],
+                                facts_ranked=query is not None, notes=notes,
+                                core_max_share=self.settings.inject_core_max_share)
 
-    def _facts_by_relevance(self, query: str, facts: list[Any]) -> list[Any]:
-        """Facts relevant to ``query`` first (search order), then the rest by confidence."""
-        hits = self.search(query, k=min(len(facts), 1000) or 1, tier="fact") if facts else []
+    def _facts_by_relevance(self, query: str, facts: list[Fact], core: list[CoreItem]
+                            ) -> tuple[list[Fact], list[CoreItem], list[Note]]:
+        """For ``query``: facts and Core items in search order (the rest after them, facts by
+        confidence, items in file order) and the best Daily hits over the default score floor."""
+        hits = self.search(query, k=min(len(facts), 1000), tier="fact") if facts else []
         order = {hit.ref: rank for rank, hit in enumerate(hits)}
-        return sorted(facts, key=lambda f: (order.get(f.id, len(order)), -f.confidence, f.created_at, f.id))
+        facts = sorted(facts, key=lambda f: (order.get(f.id, len(order)), -f.confidence, f.created_at, f.id))
+        core_hits = self.search(query, k=min(len(core), 1000), tier="core") if core else []
+        limit = self.settings.inject_notes
+        daily_hits = self.search(query, k=limit, tier="daily") if limit else []
+        return facts, core_by_relevance(core, core_hits), notes_from_hits(daily_hits, facts)
 
     def extract(self, messages: Any, thread_id: str | None = None) -> ExtractionReport:
         """Extract facts and summaries from ``messages`` now (one LLM call, one retry on a bad reply).
@@ -217,20 +233,33 @@ class Memory:
         return self._search.reindex(progress, drop_other_models)
 
     def stats(self) -> dict[str, Any]:
-        """What the scope holds: facts by category and the update queue's backlog."""
+        """What the scope holds: facts by category, daily files, ``MEMORY.md`` bullets, the active
+        plan, the update queue's backlog, the providers and the search score floor in force."""
         from collections import Counter
 
+        from tiermem.errors import ConfigError
+        from tiermem.storage.outbox import OutboxRepository
+
         facts = self.facts.list()
+        active = self.plans.active()
         data: dict[str, Any] = {
             "root": str(self.root),
             "user_id": self.scope.user_id,
             "agent_name": self.scope.agent_name,
             "facts": len(facts),
             "facts_by_category": dict(sorted(Counter(f.category for f in facts).items())),
+            "daily_files": len(self.daily.days()),
+            "core_bullets": len(self.core.items()),
+            "active_plan": active.title if active is not None else None,
+            **OutboxRepository(self.db).backlog(),
+            "llm": self.settings.llm if self._llm_object is None else type(self._llm_object).__name__,
+            "embedder": self.settings.embedder if self._embedder_object is None else self._embedder_object.model_id,
+            "read_only": self.db.read_only,
         }
-        from tiermem.storage.outbox import OutboxRepository
-
-        data.update(OutboxRepository(self.db).backlog())
+        try:
+            data["search_min_score"] = self._search.min_score()
+        except ConfigError:  # the embedder cannot be built (a missing key): stats still work
+            data["search_min_score"] = None
         return data
 
     # --- boulder state and system context (R54-R57) ---------------------------------------
@@ -257,22 +286,47 @@ class Memory:
         return self._system_context.build()
 
     # --- export / import -------------------------------------------------------------------
-    def export(self) -> dict[str, Any]:
-        """Everything in the database (all scopes) as JSON-ready data (R69)."""
+    def export(self, scope: Scope | None = None, *, user_id: str | None = None,
+               agent_name: str | None = None) -> dict[str, Any]:
+        """A full backup of this root as JSON-ready data (R69): every scope by default; with
+        ``scope`` (or ``user_id``/``agent_name``, the other defaulting to "default") only that
+        scope's rows and that user's files. See :mod:`tiermem.transfer.document` for the format."""
         from tiermem.transfer import export_data
 
-        return export_data(self.db)
+        if scope is not None and (user_id is not None or agent_name is not None):
+            raise InvalidInput("pass scope or user_id/agent_name, not both")
+        if scope is None and (user_id is not None or agent_name is not None):
+            scope = Scope(user_id or "default", agent_name or "default")
+        if scope is not None:
+            if not isinstance(scope, Scope):
+                raise InvalidInput(f"scope must be a tiermem.Scope, got {type(scope).__name__}")
+            scope = Scope(validate.name(scope.user_id, "user_id"), validate.name(scope.agent_name, "agent_name"))
+        return export_data(self.db, self.root, scope)
 
     def import_(self, data: Any, replace: bool = False) -> dict[str, int]:
-        """Restore an :meth:`export` exactly (no dedup/threshold/cap); all or nothing."""
-        from tiermem.transfer import import_data
+        """Restore an :meth:`export` (version 1 or 2) as it was: no dedup, threshold or cap, this
+        store's redaction applied; all or nothing. An id or file that exists with other content is
+        an :class:`~tiermem.errors.ImportConflict` unless ``replace``. Returns rows per section."""
+        from tiermem.redact import redact
+        from tiermem.transfer import Restore, import_data
 
-        counts = import_data(self.db, data, replace)
-        self._after_import()
-        return counts
+        if not isinstance(replace, bool):
+            raise InvalidInput("replace must be True or False")
+        how = Restore(replace, redact if self.settings.redact_secrets else None)
+        report = import_data(self.db, self.root, data, how)
+        self._after_import(report.users)
+        return report.counts
 
-    def _after_import(self) -> None:
-        """Hook for indexes that must catch up with rows written behind the fact store."""
+    def _after_import(self, users: list[str]) -> None:
+        """Index the imported files of each user and embed the imported items (vectors whose text
+        and model match the imported embeddings are reused, not computed again)."""
+        for user in users:
+            scope = self.scope if user == self.scope.user_id else Scope(user, "default")
+            self._scoped(scope).refresh_index()
+        try:
+            self._search.indexer.refresh()
+        except Exception:  # the rows are restored; the next search embeds what is missing
+            log.warning("could not embed the imported items now; the next search retries", exc_info=True)
 
     # --- Context, Daily and Core tiers (R1-R13) and their search index (R43, R44) ----------
     @cached_property
@@ -362,11 +416,13 @@ class Memory:
 
     @cached_property
     def _dreams(self) -> DreamRunner:
+        from tiermem.dream.prompt import DreamBudget
         from tiermem.dream.runner import DreamRunner
         from tiermem.storage.dreams import DreamRepository
 
         return DreamRunner(self.core, self.daily, DreamRepository(self.db), self.clock, self.settings.tz(),
-                           lambda: self.llm, after_write=self.refresh_index)
+                           lambda: self.llm, budget=DreamBudget(input_tokens=self.settings.dream_input_tokens),
+                           after_write=self.refresh_index)
 
     def deep_dream(self, lookback_days: int = 1, force: bool = False, dry_run: bool = False) -> DreamResult:
         """Consolidate the daily files of the ``lookback_days`` most recent days (up to and including

@@ -1,20 +1,51 @@
-"""``tiermem demo``: the main job runs end to end, with and without an LLM, and is idempotent."""
+"""``tiermem demo``: the whole loop, told truthfully.
+
+Without an LLM the demo runs on its scripted model (canned replies anchored to the sample
+conversation); the replies go through the real parser, fact store, dream runner and support
+check, and the tests look at what ended up on disk. The demo runs twice on one root (module
+fixture) to check idempotence; with an LLM it runs against the local fake OpenAI server.
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from fake_openai_server import FakeLLMServer, RecordedRequest
+from rich.console import Console
 
-from tiermem import Memory
-from tiermem.testing import HashEmbedder
+from tiermem import Memory, ProviderError
+from tiermem.cli.demo import QUESTIONS, load_sample
+from tiermem.cli.demo_model import NOTHING_NEW, DemoChatModel, ReplyBook
+from tiermem.cli.demo_view import SCRIPTED_NOTICE, DemoView, answer_rank
+from tiermem.dream.prompt import DailySource, build_dream_messages
+from tiermem.dream.support import SupportChecker
+from tiermem.extract.parse import parse_extraction
+from tiermem.extract.prompt import build_extraction_messages
+from tiermem.testing import FakeClock, HashEmbedder
+from tiermem.tiers.records import summary_request
+from tiermem.tiers.turns import to_message
 
-ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}
+# every TIERMEM_* variable of the caller unset (None), so the module fixture is isolated too
+ENV: dict[str, str | None] = {**{k: None for k in os.environ if k.startswith("TIERMEM_")},
+                              "TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC", "COLUMNS": "200"}
+BOOK = ReplyBook.bundled()
+SAMPLE = load_sample()
+REMEMBERED = {row["remember"]["content"] for row in SAMPLE if "remember" in row}
+CANNED_FACTS = {f["content"] for e in BOOK.extractions for f in e.new_facts}
+REMOVED = {c for e in BOOK.extractions for c in e.remove}
+CANNED_BULLETS = [line[2:] for line in BOOK.dream_memory if line.startswith("- ")]
 
 
-def run_demo(root: Path, env: dict[str, str]) -> str:
+def run_demo(root: Path, env: dict[str, str | None]) -> str:
     from tiermem.cli.main import cli
 
     result = CliRunner().invoke(cli, ["--root", str(root), "demo"], env=env)
@@ -22,26 +53,201 @@ def run_demo(root: Path, env: dict[str, str]) -> str:
     return result.output
 
 
-def test_demo_without_llm_fills_context_daily_and_core(tmp_path: Path) -> None:
-    out = run_demo(tmp_path, ENV)
-    for marker in ("1. Context tier", "2. Daily tier", "3. Core tier", "4. Search", "5. Injection",
-                   "No LLM configured", "TIERMEM_LLM=openai:gpt-4o-mini"):
-        assert marker in out
-    with Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC") as mem:
-        days = mem.daily.days()
-        assert len(days) == 3
-        journal = "".join(mem.daily.read(d) for d in days)
-        assert "## Trimmed Context" in journal and "## Session Notes" in journal
-        assert "moving to Lisbon in August" in journal and "[SCHEDULED]" not in journal
-        assert {f.content for f in mem.facts.list()} == {
-            "Prefers short answers with code over long explanations", "Is vegetarian",
-            "On call the first week of every month"}
-        lines = journal.count("\n- ")
-    run_demo(tmp_path, ENV)
-    with Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC") as mem:
-        assert "".join(mem.daily.read(d) for d in mem.daily.days()).count("\n- ") == lines
+def open_store(root: Path) -> Memory:
+    return Memory(root, embedder=HashEmbedder(), timezone="UTC")
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    journal: dict[str, str]
+    facts: list[tuple[str, str]]
+    core: str
+    diaries: dict[str, str]
+
+    @classmethod
+    def of(cls, root: Path) -> Snapshot:
+        with open_store(root) as mem:
+            journal = {d.isoformat(): mem.daily.read(d) for d in mem.daily.days()}
+            facts = sorted((f.id, f.content) for f in mem.facts.list())
+            core = mem.core.read()
+        diaries = {p.name: p.read_text(encoding="utf-8") for p in (root / "memory" / "dreams").glob("*.md")}
+        return cls(journal, facts, core, diaries)
+
+
+@dataclass(frozen=True)
+class TwoRuns:
+    root: Path  # a copy of the store as the first run left it
+    first: str
+    second: str
+    after_first: Snapshot
+    after_second: Snapshot
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> TwoRuns:
+    root = tmp_path_factory.mktemp("demo") / "store"
+    first = run_demo(root, ENV)
+    copy = shutil.copytree(root, root.with_name("after-first-run"))
+    after_first = Snapshot.of(copy)
+    second = run_demo(root, ENV)
+    return TwoRuns(copy, first, second, after_first, Snapshot.of(root))
+
+
+# --- the scripted demo, end to end -----------------------------------------------------------
+def test_scripted_demo_says_so_and_shows_every_step(runs: TwoRuns) -> None:
+    out = runs.first
+    assert SCRIPTED_NOTICE in out and "No LLM configured" not in out
+    for marker in ("1. Sessions (Context tier) -> Daily journal -> extraction", "2. Daily tier", "3. Core tier",
+                   "4. Deep Dream", "5. The next session", "Deep Dream: written",
+                   "support check: every bullet is supported by the journal",
+                   "mem.format_for_injection(query='When is Maya moving to Lisbon?')", "mem.system_context().text",
+                   "Core Memory:", "Relevant notes:", "The model replies were scripted"):
+        assert marker in out, marker
+    assert "Found an existing store" not in out
+
+
+def test_extraction_corrects_the_move_from_june_to_august(runs: TwoRuns) -> None:
+    facts = {content for _, content in runs.after_first.facts}
+    assert "Is moving to Lisbon in August" in facts
+    assert not [f for f in facts if "June" in f]
+    # every canned fact went through the store; the June one was removed by the correction
+    assert facts == REMEMBERED | CANNED_FACTS - REMOVED
+    with open_store(runs.root) as mem:
+        deleted = [e for e in mem.facts.history() if e.action == "deleted"]
+        assert [(e.content, e.reason) for e in deleted] == [
+            ("Is moving from Berlin to Lisbon in June", "removed by extraction (outdated or corrected)")]
+    assert "- deleted: Is moving from Berlin to Lisbon in June" in runs.first
+
+
+def test_dream_writes_every_canned_bullet_as_supported(runs: TwoRuns) -> None:
+    with open_store(runs.root) as mem:
+        assert mem.core.items() == CANNED_BULLETS
+    (diary,) = runs.after_first.diaries.values()
+    assert BOOK.dream_diary in diary
+    assert "## Personal\n- Moving to Lisbon in August, not June; the apartment fell through." in runs.after_first.core
+
+
+def test_journal_holds_each_message_once_whole_and_the_summaries(runs: TwoRuns) -> None:
+    journal = "".join(runs.after_first.journal.values())
+    assert len(runs.after_first.journal) == 3
+    assert "[SCHEDULED]" not in journal and "You have 3 open pull requests" not in journal
+    for row in SAMPLE:
+        if "[SCHEDULED]" in row["content"] or row["content"].startswith("You have 3 open"):
+            continue
+        first_line = f"- {row['role']}: {row['content'].splitlines()[0]}"
+        assert journal.count(first_line + "\n") == 1, first_line
+    assert "  now = datetime.now(timezone.utc)\n" in journal  # multi-line content kept whole
+    for canned in BOOK.summary_lines:  # every summary anchor was asked about
+        assert f"- {canned.line}\n" in journal, canned.line
+
+
+def test_next_session_injection_has_core_and_cites_the_august_record(runs: TwoRuns) -> None:
+    with open_store(runs.root) as mem:
+        text = mem.format_for_injection(query=QUESTIONS[0].text)
+        assert "\nCore Memory:\n" in f"\n{text}"
+        core = text.split("Core Memory:\n", 1)[1].split("\n\n", 1)[0]
+        assert core.splitlines()[0] == "- Moving to Lisbon in August, not June; the apartment fell through."
+        notes = text.split("Relevant notes:\n", 1)[1].splitlines()
+        cited = [re.match(r"- \d{4}-\d\d-\d\d \((memory/(\d{4}-\d\d-\d\d)\.md)#L(\d+)\): (.*)$", n) for n in notes]
+        august = [m for m in cited if m is not None and "Lisbon in August" in m.group(4)]
+        assert august, notes
+        path, _, line = august[0].group(1), august[0].group(2), int(august[0].group(3))
+        assert "Lisbon in August" in (runs.root / path).read_text(encoding="utf-8").splitlines()[line - 1]
+        assert text.index("Core Memory:") < text.index("Facts:") < text.index("Relevant notes:")
+        assert "Core Memory:" in mem.system_context().text
+
+
+def test_each_question_finds_its_answer_in_the_top_3(runs: TwoRuns) -> None:
+    with open_store(runs.root) as mem:
+        for question in QUESTIONS:
+            assert answer_rank(mem.search(question.text, k=3), question.answer) is not None, question
+    for question in QUESTIONS:  # and the demo showed it
+        assert re.search(rf"answer \({re.escape(repr(question.answer))}\) at rank [123] \(", runs.first), question
+    assert "not in the top 3" not in runs.first
+
+
+def test_second_run_adds_nothing_twice_and_says_what_it_found(runs: TwoRuns) -> None:
+    before, after = runs.after_first, runs.after_second
+    assert after.facts == before.facts
+    assert after.core == before.core and after.diaries == before.diaries
+    assert after.journal == before.journal
+    records = sum(1 for text in before.journal.values() for line in text.splitlines() if line.startswith("- "))
+    assert (f"Found an existing store here: 3 daily files ({records} records), {len(before.facts)} facts, "
+            f"MEMORY.md with {len(CANNED_BULLETS)} bullets") in runs.second
+    assert "This run added 0 journal records and 0 facts" in runs.second
+    assert "Deep Dream: skipped - the daily records are unchanged" in runs.second
+
+
+# --- the scripted model ------------------------------------------------------------------------
+def test_scripted_model_answers_by_what_is_asked_not_by_call_order() -> None:
+    model = DemoChatModel()
+    correction = "Correction: I'm moving to Lisbon in August, not June — the apartment fell through."
+    dream = build_dream_messages("", [DailySource(date(2026, 3, 14), f"- user: {correction}")], date(2026, 3, 14))
+    summary = summary_request([to_message({"role": "user", "content": correction})], "", date(2026, 3, 14))
+    june = (4, "Is moving from Berlin to Lisbon in June", "context", 0.9)
+    extraction = build_extraction_messages([june], {}, [{"role": "user", "content": correction}], date(2026, 3, 14))
+
+    assert model.complete(dream).startswith("[MEMORY]\n## Work\n")
+    assert model.complete(summary) == ("- Correction: user is moving to Lisbon in August, not June; "
+                                       "the apartment fell through.")
+    result = parse_extraction(model.complete(extraction), {4})
+    assert [f.content for f in result.new_facts] == ["Is moving to Lisbon in August"]
+    assert result.facts_to_remove == (4,)  # the id the prompt showed for the June fact
+    assert "August" in result.summaries["personalContext"]
+    assert len(model.requests) == 3
+
+
+def test_scripted_model_removes_only_facts_the_prompt_shows_and_knows_nothing_else() -> None:
+    model = DemoChatModel()
+    other = [{"role": "user", "content": "I like tea."}]
+    request = build_extraction_messages([], {}, [{"role": "user", "content": "Tomás approved the 3.12 rollout."}],
+                                        date(2026, 3, 14))
+    assert parse_extraction(model.complete(request), set()).facts_to_remove == ()
+    nothing = parse_extraction(model.complete(build_extraction_messages([], {}, other, date(2026, 3, 14))), set())
+    assert nothing.is_empty
+    summary = summary_request([to_message(other[0])], "", date(2026, 3, 14))
+    assert model.complete(summary) == f"- {NOTHING_NEW}"
+    with pytest.raises(ProviderError, match="TIERMEM_LLM"):
+        model.complete([{"role": "user", "content": "Summarise this text."}])
+
+
+def test_canned_replies_only_restate_the_conversation() -> None:
+    user_turns: dict[str, str] = {}
+    for row in SAMPLE:
+        if row["role"] == "user":
+            user_turns[row["thread_id"]] = user_turns.get(row["thread_id"], "") + "\n" + row["content"]
+    for canned in BOOK.extractions:
+        assert canned.said in user_turns[canned.thread], canned.said
+    for line in BOOK.summary_lines:
+        assert any(line.said in turns for turns in user_turns.values()), line.said
+    # the dream's own no-fabrication check, with each message of the sample as one record, on
+    # a day of each weekday: the day's names count as source words, and the demo runs any day
+    records = "\n".join(f"- {m['role']}: {m['content']}" for m in SAMPLE if "\n" not in m["content"])
+    statements = [*CANNED_FACTS, *(s for e in BOOK.extractions for s in e.summaries.values()),
+                  *(c.line for c in BOOK.summary_lines), *CANNED_BULLETS]
+    for day in (date(2027, 1, 4) + timedelta(days=i) for i in range(7)):
+        checker = SupportChecker("", [DailySource(day, records)])
+        unsupported = [(v.text, v.reason) for v in checker.check(statements) if not v.supported]
+        assert unsupported == [], day
+
+
+def test_demo_view_lists_the_bullets_the_support_check_dropped(tmp_path: Path) -> None:
+    book = replace(BOOK, dream_memory=("## Personal", "- Moving to Lisbon in August.", "- Owns a yacht in Monaco."))
+    clock = FakeClock(datetime(2026, 3, 14, 21, 0, tzinfo=UTC))
+    with Memory(tmp_path, llm=DemoChatModel(book), embedder=HashEmbedder(), clock=clock, timezone="UTC") as mem:
+        mem.daily.append("Session Notes", ["user: I'm moving to Lisbon in August."])
+        result = mem.deep_dream()
+        view = DemoView(mem, scripted=True)
+        view.console = Console(file=io.StringIO(), width=200)
+        view.dream(result)
+        out = view.console.file.getvalue()
+        assert mem.core.items() == ["Moving to Lisbon in August."]
+    assert "Deep Dream: written" in out
+    assert "1 bullets kept; support check: 1 dropped as not supported by the journal:" in out
+    assert "dropped: Owns a yacht in Monaco.  (" in out and "- Moving to Lisbon in August." in out
+
+
+# --- with a configured LLM -----------------------------------------------------------------------
 def _model(request: RecordedRequest) -> str:
     system = request.messages[0]["content"]
     if "[MEMORY]" in system:
@@ -53,11 +259,14 @@ def _model(request: RecordedRequest) -> str:
     return json.dumps({"user": {}, "history": {}, "newFacts": facts, "factsToRemove": []})
 
 
-def test_demo_with_llm_extracts_and_dreams(tmp_path: Path) -> None:
+def test_demo_with_llm_uses_the_model_not_the_script(tmp_path: Path) -> None:
     with FakeLLMServer(_model) as server:
         env = {**ENV, "TIERMEM_LLM": "openai-compatible:llama3.1", "TIERMEM_LLM_BASE_URL": server.url}
         out = run_demo(tmp_path, env)
-        assert "Deep Dream: written" in out
-    with Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC") as mem:
-        assert "Works at Fernhill" in {f.content for f in mem.facts.list()}
+        assert "Deep Dream: written" in out and SCRIPTED_NOTICE not in out
+        assert "LLM: openai-compatible:llama3.1" in out
+        assert server.requests
+    with open_store(tmp_path) as mem:
+        facts = {f.content for f in mem.facts.list()}
+        assert facts == REMEMBERED | {"Works at Fernhill"}
         assert mem.core.items() == ["Maya joined Fernhill as a backend engineer on the payments team."]

@@ -1,11 +1,19 @@
-"""``tiermem demo``: the main job on the embedded defaults, end to end, in a minute.
+"""``tiermem demo``: the whole loop on the embedded defaults, end to end, in a few seconds.
 
 A bundled three-day chat (``tiermem/data/sample_conversation.jsonl``, written for the project)
-is replayed on the clock of its own timestamps (the last day is today) through the Context tier
-(live sessions with a small token limit, so turns are trimmed into the Daily journal), the
-Daily tier, and the Core tier (the facts the assistant was asked to remember; with an LLM also
-extracted facts and a Deep Dream into ``MEMORY.md``). Then it searches and prints the injection
-text. Running it again on the same root adds nothing twice.
+is replayed on the clock of its own timestamps (the last day is today). Each conversation goes
+through a live session (Context tier, a small token limit so turns are trimmed into the Daily
+journal) and the update queue (``mem.queue.add`` after every message, as an agent would); when
+a conversation ends, the queue is flushed — the debounce window passing — so its facts are
+extracted. After the last day a Deep Dream consolidates the journal into ``MEMORY.md``. Then
+"the next session" opens a new :class:`~tiermem.Memory` on the same root, as after a restart,
+asks the demo's questions (each with the answer it should find in the top 3), and prints the
+injection text and the system context an agent would get.
+
+Without a configured LLM the model is :class:`~tiermem.cli.demo_model.DemoChatModel`: canned
+replies bundled with the demo, which only restate the conversation and go through the real
+parsers, fact store and support check. With ``TIERMEM_LLM`` set, the real model is used.
+Running the demo again on the same root adds nothing twice and says what it found.
 """
 
 from __future__ import annotations
@@ -13,23 +21,44 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 from importlib import resources
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from tiermem.cli.app import cli, state_of
+from tiermem.cli.app import CliState, cli, state_of
 
-QUERIES = ("When is Maya moving to Lisbon?", "Which Python version is the invoice service moving to?",
-           "present for her sister")
-ENABLE_HINT = ("Set TIERMEM_LLM=openai:gpt-4o-mini (with OPENAI_API_KEY), or a local model: "
+if TYPE_CHECKING:
+    from tiermem.cli.demo_view import DemoView
+    from tiermem.memory import Memory
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question the demo asks its memory, and the words of the answer it must find."""
+
+    text: str
+    answer: str
+
+
+QUESTIONS = (
+    Question("When is Maya moving to Lisbon?", "Lisbon in August"),
+    Question("Which Python version is the invoice service moving to?", "3.12"),
+    Question("Which present did Maya choose for her sister?", "guidebook"),
+)
+ENABLE_HINT = ("TIERMEM_LLM=openai:gpt-4o-mini (with OPENAI_API_KEY), or a local model: "
                "TIERMEM_LLM=openai-compatible:llama3.1 TIERMEM_LLM_BASE_URL=http://localhost:11434/v1")
+QUIET_DEBOUNCE_SECONDS = 86_400.0
+"""The replay moves its clock by minutes between messages, which would fire the 30 s debounce in
+the middle of a conversation at a moment that depends on thread timing; the demo sets a long
+window instead and flushes the queue when each conversation ends, so the output is stable."""
 
 
 class ReplayClock:
-    """A clock that stands where the replayed transcript is."""
+    """A clock that stands where the replayed transcript is (it never goes back)."""
 
     def __init__(self, start: datetime) -> None:
         self._now = start
@@ -43,15 +72,14 @@ class ReplayClock:
         with self._lock:
             self._now = max(self._now, moment)
 
+    def sleep(self, seconds: float) -> None:
+        """Pauses of the update queue move replay time instead of waiting."""
+        self.set(self.now() + timedelta(seconds=seconds))
+
 
 def load_sample() -> list[dict[str, Any]]:
     text = resources.files("tiermem").joinpath("data/sample_conversation.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _when(message: dict[str, Any], today: date, tz: tzinfo, last_day: int) -> datetime:
-    day = today - timedelta(days=last_day - int(message["day"]))
-    return datetime.combine(day, time.fromisoformat(message["time"]), tz)
 
 
 def _threads(sample: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
@@ -59,12 +87,72 @@ def _threads(sample: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str,
         yield thread, list(rows)
 
 
+@dataclass(frozen=True)
+class Replay:
+    """Where the sample's days fall: its last day is ``today``."""
+
+    today: date
+    tz: tzinfo
+    last_day: int
+
+    def when(self, message: dict[str, Any]) -> datetime:
+        day = self.today - timedelta(days=self.last_day - int(message["day"]))
+        return datetime.combine(day, time.fromisoformat(message["time"]), self.tz)
+
+
+def replay_thread(mem: Memory, clock: ReplayClock, replay: Replay, thread: str,
+                  rows: list[dict[str, Any]], view: DemoView) -> None:
+    """One conversation: a live session and the update queue on the same conversation id."""
+    audit_mark = view.audit_mark()
+    session = mem.session(thread)
+    so_far: list[dict[str, str]] = []
+    for row in rows:
+        clock.set(replay.when(row))
+        session.add(row["role"], row["content"])
+        so_far.append({"role": row["role"], "content": row["content"]})
+        if "remember" in row:  # the assistant's remember tool call
+            mem.facts.add(**row["remember"], source=thread)
+        mem.queue.add(thread, list(so_far))
+    clock.set(clock.now() + timedelta(minutes=1))
+    live, tokens = len(session.messages), session.token_count
+    session.end()
+    mem.wait_idle(60)  # the session's records and summaries are written
+    drained = mem.queue.flush(timeout=600)  # the debounce window passed: extract the conversation
+    view.session_done(thread, rows, live, tokens, audit_mark, drained)
+
+
+def _open(state: CliState, clock: ReplayClock, session_tokens: int) -> tuple[Memory, bool]:
+    """The store with the configured LLM, or with the demo's scripted model when there is none."""
+    from tiermem.cli.demo_model import DemoChatModel
+
+    options: dict[str, Any] = {"clock": clock, "session_max_tokens": session_tokens,
+                               "debounce_seconds": QUIET_DEBOUNCE_SECONDS}
+    mem = state.memory(**options)
+    if mem.llm is not None:
+        return mem, False
+    state.close()
+    return state.memory(llm=DemoChatModel(), **options), True
+
+
+def _next_session(state: CliState, mem: Memory, clock: ReplayClock) -> Memory:
+    """Close the store (as at the end of a process) and open it again, an hour later."""
+    llm, embedder = mem.llm, mem.embedder
+    state.close()
+    clock.set(clock.now() + timedelta(hours=1))
+    return state.memory(clock=clock, llm=llm, embedder=embedder, debounce_seconds=QUIET_DEBOUNCE_SECONDS)
+
+
 @cli.command()
 @click.option("--session-tokens", type=click.IntRange(50, 100_000), default=120, show_default=True,
               help="Token limit of the live sessions (small, so trims happen).")
 @click.pass_context
 def demo(ctx: click.Context, session_tokens: int) -> None:
-    """Replay a bundled 3-day chat through Context -> Daily -> Core, then search and inject.
+    """Replay a bundled 3-day chat through every tier, then open the next session.
+
+    Sessions -> Daily journal -> extraction -> Deep Dream -> MEMORY.md; then a new Memory on
+    the same root (as after a restart) answers the demo's questions and shows its injection
+    text. Without TIERMEM_LLM the model replies are scripted (bundled with the demo). Running
+    it again on the same root adds nothing twice.
 
     \b
     Example:
@@ -76,29 +164,16 @@ def demo(ctx: click.Context, session_tokens: int) -> None:
     state = state_of(ctx)
     tz = load_settings(state.root.resolve(), {}).tz()
     sample = load_sample()
-    last_day = max(int(m["day"]) for m in sample)
-    today = datetime.now(tz).date()
-    clock = ReplayClock(_when(sample[0], today, tz, last_day))
-    mem = state.memory(clock=clock, session_max_tokens=session_tokens, extract_min_turns=4)
-    view = DemoView(mem)
+    replay = Replay(datetime.now(tz).date(), tz, max(int(m["day"]) for m in sample))
+    clock = ReplayClock(replay.when(sample[0]))
+    mem, scripted = _open(state, clock, session_tokens)
+    view = DemoView(mem, scripted)
     view.header()
     for thread, rows in _threads(sample):
-        session = mem.session(f"demo-{thread}")
-        so_far: list[dict[str, str]] = []
-        for row in rows:
-            clock.set(_when(row, today, tz, last_day))
-            session.add(row["role"], row["content"])
-            so_far.append({"role": row["role"], "content": row["content"]})
-            if "remember" in row:  # the assistant's remember tool call
-                mem.facts.add(**row["remember"], source=thread)
-            if mem.llm is not None:
-                mem.queue.add(thread, list(so_far))
-        clock.set(clock.now() + timedelta(minutes=1))
-        view.session_done(thread, session)
-        session.end()
-    mem.wait_idle(60)
-    view.consolidate(last_day + 1)
-    view.tiers()
-    view.searches(QUERIES)
-    view.injection(QUERIES[0])
+        replay_thread(mem, clock, replay, thread, rows, view)
+    view.added_by_this_run()
+    view.journal()
+    view.facts()
+    view.dream(mem.deep_dream(lookback_days=replay.last_day + 1))
+    view.next_session(_next_session(state, mem, clock), QUESTIONS)
     view.footer(ENABLE_HINT)

@@ -40,6 +40,9 @@ class Settings:
     extract_min_turns: int = 10
     extract_idle_seconds: float = 300.0
     shutdown_flush_seconds: float = 10.0
+    queue_lease_seconds: float | None = None  # a claim's lease; None: (retries + 1) x provider timeout + backoff
+    sqlite_synchronous: str = "normal"  # "full": a power loss keeps the last commits too (slower writes)
+    allow_symlinks: bool = False  # a symlink inside the root that leads outside it is refused unless true
     fact_confidence_threshold: float = 0.5
     max_facts: int = 500
     max_injection_tokens: int = 2000
@@ -55,7 +58,7 @@ class Settings:
     dream_lookback_days: int = 2
     dream_input_tokens: int = 12_000  # the most Daily text one Deep Dream call reads (most recent first)
     tool_result_max_chars: int = 4000  # a tool result longer than this is journaled with "[… N characters omitted]"
-    search_keyword_weight: float = 2.0  # weighted fusion 2:1 measured best on LoCoMo (bench/locomo.py)
+    search_keyword_weight: float = 1.0  # score = weighted mean of keyword coverage and cosine (search/evidence.py)
     search_vector_weight: float = 1.0
     search_recency_half_life_days: float | None = None
     search_mmr_lambda: float | None = None
@@ -64,7 +67,7 @@ class Settings:
     search_candidates: int = 50  # per retriever, before fusion
     search_keyword_budget: int = 5_000  # summed document frequency of the terms one query may use (BM25 cost)
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
-    search_context_weight: float = 0.5  # BM25 weight of that context against the chunk's own text
+    search_context_weight: float = 0.75  # that context's weight against the chunk's own text (BM25, score)
     search_sentence_vectors: bool = True  # also a vector per sentence of longer items (max-sim); LoCoMo +0.02 R@5
     search_max_part_vectors: int = 100_000  # per scope; above it sentence vectors are dropped (memory)
     search_exact_max_items: int = 50_000  # above: binary-code shortlist, then re-scoring
@@ -136,6 +139,10 @@ def _check(settings: Settings) -> Settings:
                  "inject_notes"):
         if getattr(settings, name) < 0:
             raise ConfigError(f"{name} must not be negative")
+    if settings.sqlite_synchronous not in ("normal", "full"):
+        raise ConfigError(f"sqlite_synchronous must be 'normal' or 'full', got {settings.sqlite_synchronous!r}")
+    if settings.queue_lease_seconds is not None and settings.queue_lease_seconds <= 0:
+        raise ConfigError("queue_lease_seconds must be positive")
     _check_search(settings)
     settings.tz()  # fail early on an unknown zone
     return settings

@@ -368,6 +368,18 @@ def _dreams(conn: sqlite3.Connection) -> None:
     )
 
 
+def _outbox_leases(conn: sqlite3.Connection) -> None:
+    """Step 9 (issue 14): claims with a lease (placeholder until filled)."""
+
+
+def _consolidation_prefix(conn: sqlite3.Connection) -> None:
+    """Step 10 (issue 14): consolidated prefix per day, offset + sha256 (placeholder until filled)."""
+
+
+def _purge(conn: sqlite3.Connection) -> None:
+    """Step 11 (issue 14): whatever purge and redaction need (placeholder until filled)."""
+
+
 MIGRATIONS: list[Migration] = [
     _facts,
     _chunks,
@@ -377,6 +389,9 @@ MIGRATIONS: list[Migration] = [
     _change_epochs,
     _search_index,
     _dreams,
+    _outbox_leases,
+    _consolidation_prefix,
+    _purge,
 ]
 
 

@@ -2,7 +2,13 @@
 
 It is read fresh on every call, so a person's edits are seen at once; :meth:`CoreFile.write`
 replaces it atomically (temp file in the same directory, fsync, rename, fsync of the directory),
-so a crash leaves either the old or the new file, never half of one.
+so a crash leaves either the old or the new file, never half of one. The file is ``0600``.
+
+With a ``scrub`` (the store's redaction, R68) what :meth:`CoreFile.write` writes is redacted, and
+so is what :meth:`CoreFile.read` returns: a secret a person typed into ``MEMORY.md`` by hand stays
+in their file but not in anything tiermem derives from it (the injection text, the Deep Dream's
+input and output, kept versions; the index and exports redact on their own). A ``MEMORY.md``
+that is a symlink leading outside the memory root is refused (see :mod:`tiermem.tiers.paths`).
 """
 
 from __future__ import annotations
@@ -11,15 +17,16 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tiermem import validate
 from tiermem.errors import InvalidInput, StorageError
 from tiermem.tiers.daily import file_lock
 from tiermem.tiers.markdown import fold, parse_records
-from tiermem.tiers.paths import UserPaths
+from tiermem.tiers.paths import UserPaths, make_dirs, read_file
 
 log = logging.getLogger(__name__)
 
@@ -84,22 +91,27 @@ def render_core(sections: Sequence[CoreSection]) -> str:
 class CoreFile:
     """One user's ``MEMORY.md``."""
 
-    def __init__(self, paths: UserPaths, listener: CoreListener | None = None) -> None:
+    def __init__(self, paths: UserPaths, listener: CoreListener | None = None,
+                 scrub: Callable[[str], str] | None = None) -> None:
         self.paths = paths
         self.listener = listener
+        self.scrub = scrub  # e.g. tiermem.redact.redact; None: text is kept as it is
+
+    def clean(self, text: str) -> str:
+        """``text`` redacted by this file's ``scrub`` (the dream diary uses it too)."""
+        return self.scrub(text) if self.scrub is not None else text
 
     @property
     def path(self) -> Path:
         return self.paths.core
 
     def read(self) -> str:
-        """The file's text; ``""`` when it does not exist yet."""
+        """The file's text, redacted by ``scrub``; ``""`` when it does not exist yet."""
         try:
-            return self.path.read_text(encoding="utf-8", errors="replace")
+            data = read_file(self.paths.inside(self.path))
         except FileNotFoundError:
             return ""
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc}") from exc
+        return self.clean(data.decode("utf-8", errors="replace"))
 
     def sections(self) -> list[CoreSection]:
         return parse_core(self.read())
@@ -109,17 +121,19 @@ class CoreFile:
         return [item for section in self.sections() for item in section.items]
 
     def write(self, text: str) -> Path:
-        """Replace ``MEMORY.md`` with ``text`` atomically and re-index it."""
+        """Replace ``MEMORY.md`` with ``text`` (redacted by ``scrub``) atomically and re-index it."""
         if not isinstance(text, str):
             raise InvalidInput(f"MEMORY.md text must be a string, got {type(text).__name__}")
         if len(text) > MAX_CORE_CHARS:
             raise InvalidInput(f"MEMORY.md text is {len(text)} characters; the limit is {MAX_CORE_CHARS}")
         if "\x00" in text:
             raise InvalidInput("MEMORY.md text contains NUL characters")
+        validate.unicode_text(text, "MEMORY.md text")
+        text = self.clean(text)
         if text and not text.endswith("\n"):
             text += "\n"
-        with file_lock(self.paths.root / LOCK_FILE):
-            atomic_write(self.path, text.encode("utf-8"))
+        with file_lock(self.paths.inside(self.paths.root / LOCK_FILE)):
+            atomic_write(self.paths.inside(self.path), text.encode("utf-8"))
         if self.listener is not None:
             try:
                 self.listener.rewritten(self.path)
@@ -129,15 +143,15 @@ class CoreFile:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename. The file
+    is ``0600`` (``mkstemp``'s mode), whatever it was; missing folders are created ``0700``. A
+    symlink at ``path`` is replaced, not followed (callers pass :meth:`UserPaths.inside` paths)."""
     try:
-        mode = path.stat().st_mode & 0o777
-    except OSError:
-        mode = 0o644
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        make_dirs(path.parent)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc}") from exc
     try:
-        os.chmod(temp, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

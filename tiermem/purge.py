@@ -299,9 +299,10 @@ def _locks(paths: UserPaths, journal: DailyJournal | None = None) -> Iterator[No
 
     from tiermem.dream.runner import LOCK_FILE as DREAM_LOCK
     from tiermem.tiers.core import LOCK_FILE as CORE_LOCK
+    from tiermem.tiers.paths import FILE_MODE
 
     def dream_lock(path: Path) -> AbstractContextManager[Any]:
-        return FileLock(path, timeout=DREAM_LOCK_TIMEOUT_SECONDS)
+        return FileLock(path, timeout=DREAM_LOCK_TIMEOUT_SECONDS, mode=FILE_MODE)
 
     def journal_lock(path: Path) -> AbstractContextManager[Any]:
         return journal.exclusive() if journal is not None else file_lock(path)

@@ -12,10 +12,9 @@ or queue thread of the same id that already journaled the same messages.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -61,31 +60,49 @@ class _Record:
     position: int  # index among the entries of its thread (and scope)
 
 
-def parse_transcript(text: str) -> list[dict[str, Any]]:
+def read_transcript(raw: bytes, source: str = "the transcript") -> list[dict[str, Any]]:
+    """:func:`parse_transcript` of a file's bytes; bytes that are not UTF-8 are an ``InvalidInput``
+    naming ``source`` and the line and column of the first bad byte."""
+    return parse_transcript(validate.utf8(raw, source), source)
+
+
+def parse_transcript(text: str, source: str = "the transcript") -> list[dict[str, Any]]:
     """A JSON list or JSON Lines of message objects; ``InvalidInput`` with the line on error."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{source} must be text, got {type(text).__name__}")
     stripped = text.strip()
     if not stripped:
-        raise InvalidInput("the transcript is empty")
+        raise InvalidInput(f"{source} is empty")
     if stripped.startswith("["):
-        try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"not a JSON list: {exc}") from exc
-        rows = data
+        data = validate.json_value(stripped, source)
+        rows = data if isinstance(data, list) else [data]
     else:
-        rows = []
-        for number, line in enumerate(stripped.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InvalidInput(f"line {number} is not JSON: {exc}") from exc
-    if not all(isinstance(row, dict) for row in rows):
-        raise InvalidInput("every transcript entry must be a JSON object")
+        rows = [validate.json_value(line, f"{source} line {number}")
+                for number, line in enumerate(stripped.split("\n"), start=1) if line.strip()]
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise InvalidInput(f"{source}: entry {number} is not a JSON object (each message is"
+                               " {\"role\": ..., \"content\": ...})")
     return list(rows)
 
 
+def _timestamp(stamp: Any, index: int, tz: Any) -> datetime:
+    """An entry's ``timestamp``: ISO-8601, naive ones read in ``tz``, within the calendar."""
+    try:
+        at = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+        at = at if at.tzinfo else at.replace(tzinfo=tz)
+        at.astimezone(UTC)  # OverflowError at the ends of the calendar
+        at.astimezone(tz)
+    except (ValueError, OverflowError) as exc:
+        raise InvalidInput(f"entry {index}: bad timestamp {str(stamp)[:40]!r} (expected ISO-8601, e.g."
+                           " 2026-03-14T10:00:00Z)") from exc
+    return at
+
+
 def _records(mem: Memory, rows: list[dict[str, Any]]) -> list[_Record]:
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise InvalidInput("a transcript is a list of message objects ({\"role\": ..., \"content\": ...})")
+    validate.json_depth(rows, "the transcript")
     tz = mem.settings.tz()
     out = []
     counts: dict[tuple[str, Scope], int] = {}
@@ -93,13 +110,7 @@ def _records(mem: Memory, rows: list[dict[str, Any]]) -> list[_Record]:
         scope = Scope(validate.name(row.get("user_id", mem.scope.user_id), "user_id"),
                       validate.name(row.get("agent_name", mem.scope.agent_name), "agent_name"))
         stamp = row.get("timestamp")
-        at = None
-        if stamp is not None:
-            try:
-                at = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-            except ValueError as exc:
-                raise InvalidInput(f"entry {index}: bad timestamp {stamp!r}") from exc
-            at = at if at.tzinfo else at.replace(tzinfo=tz)
+        at = _timestamp(stamp, index, tz) if stamp is not None else None
         message = {k: v for k, v in row.items() if k not in ("thread_id", "user_id", "agent_name", "timestamp")}
         thread = validate.thread_id(str(row.get("thread_id", "ingest")))
         position = counts.get((thread, scope), 0)

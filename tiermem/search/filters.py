@@ -13,7 +13,6 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 
 from tiermem import validate
-from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput
 from tiermem.search.vectors import CATEGORY_CODE, TIER_CODE, VectorFilter
 from tiermem.storage.search import DocFilter
@@ -38,8 +37,8 @@ class SearchFilters:
         return DocFilter(
             tiers=self.tiers,
             category=self.category,
-            fact_from=utc_iso(self.start) if self.start else None,
-            fact_to=utc_iso(self.end) if self.end else None,
+            fact_from=_iso(self.start) if self.start else None,
+            fact_to=_iso(self.end) if self.end else None,
             day_from=self.first_day.isoformat() if self.first_day else None,
             day_to=self.last_day.isoformat() if self.last_day else None,
         )
@@ -55,6 +54,12 @@ class SearchFilters:
             day_from=epoch_days(self.first_day) if self.first_day else None,
             day_to=epoch_days(self.last_day) if self.last_day else None,
         )
+
+
+def _iso(moment: datetime) -> str:
+    """``moment`` as the store writes times (``2026-03-14T10:00:00.000000Z``), compared as text in
+    SQL; unlike ``strftime("%Y")``, ``isoformat`` pads years before 1000 to four digits."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def epoch_micros(moment: datetime) -> int:
@@ -79,28 +84,56 @@ def _moment(value: Any, what: str, tz: tzinfo) -> date | datetime:
     raise InvalidInput(f"{what} must be a date, a datetime or an ISO-8601 string, got {type(value).__name__}")
 
 
+def _lower_bound(value: Any, tz: tzinfo) -> tuple[datetime | None, date]:
+    """``since`` as (first moment, first day); a moment before the first representable time in UTC
+    (``0001-01-01`` in a zone east of UTC) bounds nothing."""
+    lo = _moment(value, "since", tz)
+    try:
+        if isinstance(lo, datetime):
+            return lo.astimezone(UTC), lo.astimezone(tz).date()
+        return datetime.combine(lo, time(0), tz).astimezone(UTC), lo
+    except OverflowError:
+        if lo.year <= 1:
+            return None, date.min
+        raise InvalidInput(f"since {value!r} is beyond the last representable time (9999-12-31)") from None
+
+
+def _upper_bound(value: Any, tz: tzinfo) -> tuple[datetime | None, date]:
+    """``until`` as (first moment after it, last day); ``until`` at the end of the representable
+    range (``9999-12-31``) bounds nothing."""
+    hi = _moment(value, "until", tz)
+    try:
+        if isinstance(hi, datetime):
+            return (hi + timedelta(microseconds=1)).astimezone(UTC), hi.astimezone(tz).date()
+        return datetime.combine(hi + timedelta(days=1), time(0), tz).astimezone(UTC), hi
+    except OverflowError:
+        if hi.year >= 9999:
+            return None, date.max
+        raise InvalidInput(f"until {value!r} is before the first representable time (0001-01-01)") from None
+
+
 def build_filters(category: Any = None, tier: Any = None, since: Any = None, until: Any = None,
                   tz: tzinfo = UTC) -> SearchFilters:
-    """Validate the filter arguments of ``search``; bad ones raise :class:`InvalidInput`."""
+    """Validate the filter arguments of ``search``; bad ones raise :class:`InvalidInput`. Dates at
+    the ends of the calendar work: ``until="9999-12-31"`` and ``since="0001-01-01"`` bound nothing."""
     tiers = (validate.tier(tier),) if tier is not None else None
     if category is not None:
         validate.category(category)
         if tiers is not None and tiers != ("fact",):
             raise InvalidInput(f"category filters facts; it cannot be combined with tier={tier!r}")
         tiers = ("fact",)
-    start = first_day = end = last_day = None
+    start = end = None
+    first_day = last_day = None
     if since is not None:
-        lo = _moment(since, "since", tz)
-        if isinstance(lo, datetime):
-            start, first_day = lo, lo.astimezone(tz).date()
-        else:
-            start, first_day = datetime.combine(lo, time(0), tz), lo
+        start, first_day = _lower_bound(since, tz)
     if until is not None:
-        hi = _moment(until, "until", tz)
-        if isinstance(hi, datetime):
-            end, last_day = hi + timedelta(microseconds=1), hi.astimezone(tz).date()
-        else:
-            end, last_day = datetime.combine(hi + timedelta(days=1), time(0), tz), hi
+        end, last_day = _upper_bound(until, tz)
+    if first_day is not None and last_day is not None and first_day > last_day:
+        raise InvalidInput("since must not be later than until")
     if start is not None and end is not None and start >= end:
         raise InvalidInput("since must not be later than until")
+    if first_day == date.min:
+        first_day = None
+    if last_day == date.max:
+        last_day = None
     return SearchFilters(tiers, category, start, end, first_day, last_day)

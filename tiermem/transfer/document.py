@@ -7,8 +7,11 @@ Version 2 (this release) is a full backup (R69)::
 
 with one list per database section (:mod:`tiermem.transfer.rows`) and the Markdown files
 (:mod:`tiermem.transfer.files`). ``scope`` is ``null`` when the export covers every scope.
-Version 1 (tiermem 0.1.0) held facts, summaries, tombstones, audit, plans, ``MEMORY.md`` versions
-and dream state, each optional; it imports as a version 2 file without those other sections.
+A version 2 file written before consolidation prefix marks (issue 14) has ``consolidated_days``
+instead of ``consolidated_prefix``: it imports, and its day marks are dropped (see
+:data:`~tiermem.transfer.rows.LEGACY_SECTIONS`). Version 1 (tiermem 0.1.0) held facts, summaries,
+tombstones, audit, plans, ``MEMORY.md`` versions and dream state, each optional; it imports as a
+version 2 file without those other sections.
 
 Import checks the whole file first (one :class:`~tiermem.errors.InvalidInput` naming section,
 row and field), then plans the file writes (an existing file with other content is refused unless
@@ -23,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiermem import validate
 from tiermem.errors import InvalidInput
 from tiermem.storage.db import Database
 from tiermem.transfer import files
-from tiermem.transfer.rows import SECTIONS
+from tiermem.transfer.rows import ADDED_SECTIONS, LEGACY_SECTIONS, SECTIONS
 from tiermem.transfer.schema import name, where
 from tiermem.transfer.section import Restore
 from tiermem.types import Scope
@@ -59,7 +63,7 @@ def export_data(db: Database, base: Path, scope: Scope | None = None) -> dict[st
             }
             for section in SECTIONS:
                 data[section.name] = section.dump(conn, scope)
-            data[files.SECTION] = files.export_files(base, scope)
+            data[files.SECTION] = files.export_files(base, scope, db.redactor.scrub, db.allow_symlinks)
         finally:
             conn.execute("COMMIT")
     return data
@@ -73,10 +77,13 @@ def _sections(data: Any) -> dict[str, Any]:
     if version == 1:
         allowed, required = set(V1_SECTIONS), set()
     elif version == VERSION:
-        allowed = required = {*SECTION_NAMES, files.SECTION, "scope"}
+        required = {*SECTION_NAMES, files.SECTION, "scope"} - ADDED_SECTIONS
+        allowed = {*required, *ADDED_SECTIONS, *(section.name for section in LEGACY_SECTIONS)}
     else:
         raise InvalidInput(f"unsupported export version {version!r} (this tiermem reads versions 1 and {VERSION})")
     body = {k: v for k, v in data.items() if k not in ("format", "version")}
+    for key, value in body.items():
+        validate.json_depth(value, where(str(key)))  # before anything walks it recursively
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise InvalidInput(f"{where(unknown[0])}: unknown in an export of version {version}")
@@ -102,7 +109,7 @@ def import_data(db: Database, base: Path, data: Any, how: Restore) -> ImportRepo
     """Restore an export into the store at ``base``; all or nothing (see the module docstring)."""
     body = _sections(data)
     conn = db.conn
-    present = [section for section in SECTIONS if section.name in body]
+    present = [section for section in (*SECTIONS, *LEGACY_SECTIONS) if section.name in body]
     for section in present:
         section.check(conn, body[section.name])
     entries = files.parse_files(body.get(files.SECTION, []), how)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -23,7 +23,16 @@ from typing import Any
 
 from tiermem import validate
 from tiermem.errors import ImportConflict, InvalidInput, StorageError
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, DREAMS_DIR, USERS_DIR, UserPaths, day_of
+from tiermem.tiers.paths import (
+    CORE_FILE,
+    DAILY_DIR,
+    DEFAULT_USER,
+    DREAMS_DIR,
+    USERS_DIR,
+    UserPaths,
+    day_of,
+    read_file,
+)
 from tiermem.transfer import schema as s
 from tiermem.transfer.schema import where
 from tiermem.transfer.section import Restore, Row
@@ -99,17 +108,24 @@ def encode(user_id: str, rel: str, data: bytes) -> Row:
         return {"user_id": user_id, "path": rel, "base64": base64.b64encode(data).decode("ascii")}
 
 
-def export_files(base: Path, scope: Scope | None) -> list[Row]:
-    """The files of ``scope``'s user (every user's for ``None``), sorted by user and path."""
+def export_files(base: Path, scope: Scope | None, scrub: Callable[[str], str] | None = None,
+                 allow_symlinks: bool = False) -> list[Row]:
+    """The files of ``scope``'s user (every user's for ``None``), sorted by user and path, with
+    the store's redaction ``scrub`` applied (a secret typed into a file by hand is not exported;
+    bytes that are not UTF-8 are kept around the redacted text). A file or folder that is a
+    symlink out of the root raises :class:`~tiermem.errors.UnsafePath` unless ``allow_symlinks``."""
     users = [scope.user_id] if scope is not None else file_users(base)
     rows: list[Row] = []
     for user in users:
-        paths = UserPaths.for_user(base, user)
+        paths = UserPaths.for_user(base, user, allow_symlinks)
         for rel, path in user_files(paths):
             try:
-                rows.append(encode(user, rel, path.read_bytes()))
+                data = read_file(paths.inside(path))
             except OSError as exc:
                 raise StorageError(f"cannot read {path}: {exc}") from exc
+            if scrub is not None:
+                data = scrub(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+            rows.append(encode(user, rel, data))
     return rows
 
 

@@ -18,21 +18,23 @@ import sqlite3
 from typing import Any
 
 from tiermem.errors import ImportConflict, InvalidInput
+from tiermem.storage.facts import TOMBSTONE_HASH_PREFIX
 from tiermem.transfer import schema as s
 from tiermem.transfer.schema import where
 from tiermem.transfer.section import Restore, Row, Section, TableSpec, rows_of, scope_filter, table_section
-from tiermem.types import CATEGORIES, Scope
+from tiermem.types import CATEGORIES, SUMMARY_KEYS, Scope
 from tiermem.validate import normalise
 
 NOT_EXPORTED = frozenset({
     "chunks", "indexed_files", "search_docs", "search_removed", "search_words", "search_grams",
     "search_words_vocab", "search_grams_vocab", "change_epochs", "meta", "sqlite_sequence",
+    "journal_intents",  # write-ahead marks of Daily appends in flight: settled by the next writer, never carried
 })
 AGENT_SCOPE = {"user_id": s.name, "agent_name": s.name}
 
 
 # --- facts: restored as they were, never re-admitted (R69) ---------------------------------------
-_FACT_FIELDS = {"id": s.text(), **AGENT_SCOPE, "content": s.text(), "category": s.one_of(*CATEGORIES),
+_FACT_FIELDS = {"id": s.identifier, **AGENT_SCOPE, "content": s.content, "category": s.one_of(*CATEGORIES),
                 "confidence": s.number, "created_at": s.timestamp, "updated_at": s.timestamp, "source": s.text(True)}
 
 _FACT_SAME = [f for f in _FACT_FIELDS if f != "id"]
@@ -63,7 +65,7 @@ def _restore_facts(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> i
         conn.execute("INSERT INTO facts (id, user_id, agent_name, content, norm, category, confidence, created_at,"
                      " updated_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      (row["id"], row["user_id"], row["agent_name"], content, norm, row["category"],
-                      float(row["confidence"]), row["created_at"], row["updated_at"], row["source"]))
+                      float(row["confidence"]), row["created_at"], row["updated_at"], how.clean_id(row["source"])))
     return len(rows)
 
 
@@ -74,7 +76,7 @@ def _check_confidence(section: str, rows: list[Row]) -> None:
 
 
 # --- audit: a log; merging appends the entries the target lacks ----------------------------------
-_AUDIT_FIELDS = {"id": s.integer, **AGENT_SCOPE, "at": s.timestamp, "action": s.text(), "fact_id": s.text(True),
+_AUDIT_FIELDS = {"id": s.count, **AGENT_SCOPE, "at": s.timestamp, "action": s.text(), "fact_id": s.text(True),
                  "content": s.text(True), "reason": s.text(), "source": s.text(True), "run_id": s.text(True)}
 _AUDIT_BODY = [f for f in _AUDIT_FIELDS if f != "id"]
 
@@ -89,7 +91,8 @@ def _restore_audit(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> i
     and gets the next id otherwise (ids of a log are positions, not identities)."""
     known: dict[tuple[str, str], set[tuple[Any, ...]]] = {}
     for row in rows:
-        entry = {**row, "content": how.clean_optional(row["content"])}
+        entry = {**row, "content": how.clean_optional(row["content"]), "reason": how.clean(row["reason"]),
+                 "source": how.clean_id(row["source"])}
         scope = (entry["user_id"], entry["agent_name"])
         if scope not in known:
             found = conn.execute(f"SELECT {', '.join(_AUDIT_BODY)} FROM audit WHERE user_id = ? AND agent_name = ?",
@@ -113,7 +116,13 @@ def _dump_plans(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
     return [json.loads(row[0]) for row in found]
 
 
+_PLAN_FIELDS = {"title": s.text(), "checklist": s.text(), "createdAt": s.timestamp, "updatedAt": s.timestamp,
+                "revision": s.count}
+
+
 def _check_plans(section: str, rows: list[Row]) -> None:
+    """The plan record's own checks, and the fields it reads loosely: times as the store writes
+    them, title and checklist as text (they are redacted as text), a revision that fits."""
     from tiermem.plans.plan import Plan
 
     for index, row in enumerate(rows):
@@ -121,18 +130,23 @@ def _check_plans(section: str, rows: list[Row]) -> None:
             Plan.from_record(row)
         except InvalidInput as exc:
             raise InvalidInput(f"{where(section, index)}: {exc}") from exc
+        for field, check in _PLAN_FIELDS.items():
+            problem = check(row[field]) if field in row else None
+            if problem is not None:
+                raise InvalidInput(f"{where(section, index, field)}: {problem}")
 
 
 def _restore_plans(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
     from tiermem.storage.plans import restore_plans
 
-    cleaned = [{**row, "title": how.clean(row["title"]), "checklist": how.clean(row["checklist"])} for row in rows]
+    cleaned = [{**row, "title": how.clean(row["title"]), "checklist": how.clean(row["checklist"]),
+                "sessionIds": [how.clean_id(i) for i in row.get("sessionIds", [])]} for row in rows]
     return restore_plans(conn, cleaned, how.replace)
 
 
 # --- the update queue: items waiting for extraction, and dead ones -------------------------------
-_OUTBOX_FIELDS = {"thread_id": s.text(), **AGENT_SCOPE, "messages": s.json_list,
-                  "status": s.one_of("pending", "dead"), "attempts": s.integer, "last_error": s.text(True),
+_OUTBOX_FIELDS = {"thread_id": s.identifier, **AGENT_SCOPE, "messages": s.json_list,
+                  "status": s.one_of("pending", "dead"), "attempts": s.count, "last_error": s.text(True),
                   "enqueued_at": s.timestamp, "not_before": s.timestamp}
 
 
@@ -168,13 +182,13 @@ def _restore_outbox(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> 
 
     for row in rows:
         messages = json.dumps(prepare_messages(row["messages"], scrub=how.scrub is not None), ensure_ascii=False)
-        key = (row["thread_id"], row["user_id"], row["agent_name"])
+        key = (how.clean_id(row["thread_id"]), row["user_id"], row["agent_name"])
         same = conn.execute("SELECT 1 FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ?"
                             " AND status = ? AND messages = ?", (*key, row["status"], messages)).fetchone()
         if same is not None:
             continue
-        values = (*key, messages, row["status"], row["attempts"], row["last_error"], row["enqueued_at"],
-                  row["not_before"])
+        values = (*key, messages, row["status"], row["attempts"], how.clean_optional(row["last_error"]),
+                  row["enqueued_at"], row["not_before"])
         if row["status"] == "pending":
             other = conn.execute("SELECT id FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ?"
                                  " AND status IN ('pending', 'processing')", key).fetchone()
@@ -189,7 +203,7 @@ def _restore_outbox(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> 
 
 
 # --- embeddings: a cache keyed by (hash of the embedded text, model id) --------------------------
-_EMBEDDING_FIELDS = {"content_hash": s.text(), "model": s.text(), "dim": s.integer, "vector": s.base64_bytes}
+_EMBEDDING_FIELDS = {"content_hash": s.text(), "model": s.text(), "dim": s.count, "vector": s.base64_bytes}
 
 
 def _scope_hashes(conn: sqlite3.Connection, scope: Scope) -> set[str]:
@@ -233,7 +247,17 @@ def _clean_summary(row: Row, how: Restore) -> Row:
     return {**row, "summary": how.clean(row["summary"])}
 
 
+def _clean_namespace(row: Row, how: Restore) -> Row:
+    return {**row, "namespace": how.clean_id(row["namespace"])}
+
+
+def _clean_thread(row: Row, how: Restore) -> Row:
+    return {**row, "thread_id": how.clean_id(row["thread_id"])}
+
+
 def _clean_tombstone(row: Row, how: Restore) -> Row:
+    if not row["content"] and str(row["norm"]).startswith(TOMBSTONE_HASH_PREFIX):
+        return row  # purged: only the hash of the text is kept (tiermem.purge)
     content = how.clean(row["content"])
     return {**row, "content": content, "norm": normalise(content)}
 
@@ -244,24 +268,43 @@ def _clean_version(row: Row, how: Restore) -> Row:
 
 
 _TABLES = (
-    TableSpec("summaries", {**AGENT_SCOPE, "key": s.text(), "summary": s.text(), "updated_at": s.timestamp},
+    TableSpec("summaries", {**AGENT_SCOPE, "key": s.one_of(*SUMMARY_KEYS), "summary": s.text(),
+                            "updated_at": s.timestamp},
               ("user_id", "agent_name", "key"), "agent", "user_id, agent_name, key", transform=_clean_summary),
     TableSpec("tombstones", {**AGENT_SCOPE, "norm": s.text(), "content": s.text(), "reason": s.text(),
                              "at": s.timestamp},
               ("user_id", "agent_name", "norm"), "agent", "user_id, agent_name, norm", transform=_clean_tombstone),
-    TableSpec("core_versions", {"id": s.integer, "user_id": s.name, "created_at": s.timestamp, "cause": s.text(),
-                                "content": s.text(), "existed": s.integer, "sha256": s.text()},
+    TableSpec("core_versions", {"id": s.count, "user_id": s.name, "created_at": s.timestamp, "cause": s.text(),
+                                "content": s.text(), "existed": s.count, "sha256": s.text()},
               ("id",), "user", "id", transform=_clean_version),
-    TableSpec("dream_state", {"user_id": s.name, "daily_sha256": s.text(), "days": s.text(), "at": s.timestamp},
+    TableSpec("dream_state", {"user_id": s.name, "daily_sha256": s.text(), "days": s.day_list, "at": s.timestamp},
               ("user_id",), "user", "user_id"),
-    TableSpec("consolidated_days", {"user_id": s.name, "day": s.text(), "at": s.timestamp},
+    TableSpec("consolidated_prefix", {"user_id": s.name, "day": s.day, "offset": s.count, "sha256": s.sha256,
+                                      "at": s.timestamp},
               ("user_id", "day"), "user", "user_id, day", ignore=("at",)),
     TableSpec("flush_hashes", {"namespace": s.text(), "digest": s.text(), "at": s.timestamp},
-              ("namespace", "digest"), "namespace", "namespace, digest", ignore=("at",)),
-    TableSpec("extracted_hashes", {**AGENT_SCOPE, "thread_id": s.text(), "md5": s.text(), "at": s.timestamp},
+              ("namespace", "digest"), "namespace", "namespace, digest", ignore=("at",), transform=_clean_namespace),
+    TableSpec("extracted_hashes", {**AGENT_SCOPE, "thread_id": s.identifier, "md5": s.text(), "at": s.timestamp},
               ("user_id", "agent_name", "thread_id", "md5"), "agent", "user_id, agent_name, thread_id, md5",
-              ignore=("at",)),
+              ignore=("at",), transform=_clean_thread),
 )
+
+# --- day marks of exports made before prefix marks (issue 14) -----------------------------------
+def _restore_day_marks(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    """An old day mark said only "a dream consumed this day", not which bytes it read, and the
+    exported file may hold records appended after that dream: restored, it could let retention
+    delete them (R12). Such rows are checked, counted and dropped; those days stay until a dream
+    reads them whole again (as the migration step ``_consolidation_prefix`` does without proof)."""
+    return len(rows)
+
+
+#: Sections that older files may hold and import accepts, but that are no longer written.
+LEGACY_SECTIONS: tuple[Section, ...] = (
+    Section("consolidated_days", {"user_id": s.name, "day": s.day, "at": s.timestamp}, lambda conn, scope: [],
+            _restore_day_marks),
+)
+#: Sections of version 2 that files written before them lack (they import without them).
+ADDED_SECTIONS = frozenset({"consolidated_prefix"})
 
 #: Every database section, in the order import restores them.
 SECTIONS: tuple[Section, ...] = (

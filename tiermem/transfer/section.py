@@ -38,6 +38,13 @@ class Restore:
     def clean_optional(self, text: str | None) -> str | None:
         return None if text is None else self.clean(text)
 
+    def clean_id(self, text: str | None) -> str | None:
+        """A thread id, session id or namespace: redacted as :func:`tiermem.redact.redact_id` does,
+        as the store's own writes do (when this store redacts at all)."""
+        from tiermem.redact import redact_id
+
+        return text if text is None or self.scrub is None else redact_id(text)
+
 
 @dataclass(frozen=True)
 class Section:

@@ -1,13 +1,15 @@
 """P1: LoCoMo turn-level evidence recall of ``mem.search`` (no LLM).
 
-    python bench/locomo.py --data ../shared/data/locomo_dev.json --json [--embedder local|hash]
+    python bench/locomo.py --data ../shared/data/locomo_dev.json --json [--embedder local|hash] [--min-score X]
 
 Every session is appended through the Daily tier (``mem.daily.append``) on its own date and
 time, one record ``- Speaker: text`` per turn in ``memory/<session date>.md`` of the
 conversation's user (one user per conversation, all in one database, so scopes are exercised
 too). Each question (categories 1-4) is the query; a question's R@k is the fraction of its
 evidence turns among the turns of the top-k hits; a category's figure is the mean over its
-questions and "overall" the mean over all questions of categories 1-4.
+questions and "overall" the mean over all questions of categories 1-4. Hits below the score floor
+are dropped as in any search: the embedder model's default floor unless ``--min-score`` is given
+(``--min-score 0``: no floor); the JSON says which floor applied (``min_score``).
 Malformed evidence ids ("D8:6; D9:17", "D:11:26", "D30:05") are normalised; a question left with
 no valid evidence id is not counted (reported as ``skipped``).
 
@@ -185,6 +187,7 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
     skipped = 0
     index_seconds = 0.0
     model = ""
+    floor = 0.0
     embedder = make_embedder(args.embedder, args.embed_cache)
     for sample in data:
         user = re.sub(r"[^A-Za-z0-9_.@-]", "-", str(sample["sample_id"]))
@@ -195,6 +198,7 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
             mem.search("warm up", k=1)  # embeds the new records, loads the index
             index_seconds += time.perf_counter() - started
             model = mem.vector_status().model
+            floor = args.min_score if args.min_score is not None else mem._search.min_score()
             by_path = {f.path: f for f in files}
             for qa in sample["qa"]:
                 category = str(qa.get("category"))
@@ -205,14 +209,14 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
                     skipped += 1
                     continue
                 started = time.perf_counter()
-                hits = mem.search(str(qa["question"]), k=10)
+                hits = mem.search(str(qa["question"]), k=10, min_score=args.min_score)
                 latencies.append((time.perf_counter() - started) * 1000)
                 for k in (5, 10):
                     found = {turn for hit in hits[:k] for turn in hit_turns(hit.ref, by_path)}
                     recalls[category][k].append(len(found & evidence) / len(evidence))
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
-    return report(recalls, latencies, skipped, index_seconds, model, settings)
+    return report(recalls, latencies, skipped, index_seconds, model, settings) | {"min_score": floor}
 
 
 def report(recalls: dict[str, dict[int, list[float]]], latencies: list[float], skipped: int,
@@ -245,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-context", action="store_true", help="embed each record without its neighbours")
     parser.add_argument("--captions", action="store_true", help="append the image captions to the turns")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other setting")
+    parser.add_argument("--min-score", type=float, help="score floor (default: the embedder's default; 0 = off)")
     parser.add_argument("--samples", help="conversations by position, e.g. 0-2 or 3,4 (default: all)")
     parser.add_argument("--embed-cache", help="dev only: keep the embeddings of texts in this .npz file")
     parser.add_argument("--root", help="keep the built memory here (default: a temporary directory)")
@@ -260,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name, figures in result["recall"].items():
             print(f"{name:>8}  R@5 {figures['R@5']:.3f}  R@10 {figures['R@10']:.3f}  (n={result['questions'][name]})")
+        print(f"score floor {result['min_score']}")
         print(f"latency median {result['latency_ms']['median']} ms, p95 {result['latency_ms']['p95']} ms;"
               f" indexing {result['index_seconds']} s; embedder {result['embedder']}")
     return 0

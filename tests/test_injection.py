@@ -277,8 +277,6 @@ def test_relevant_notes_are_the_daily_hits_over_the_default_floor(floored: Memor
         assert [line.split(": ", 1)[1] for line in notes] == [hit.text for hit in hits], query
 
 
-@pytest.mark.xfail(strict=True, reason="needs evidence-based scores (issue 13, 'Scores with meaning'): today the "
-                                       "top hit of any query scores 1.0; remove this mark when they land")
 def test_no_relevant_notes_for_an_off_topic_query(floored: Memory) -> None:
     write_day(floored)
     floored.facts.add("Prefers dark mode", "preference", 0.95)

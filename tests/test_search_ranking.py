@@ -27,9 +27,10 @@ def test_fact_about_bees_ranks_first(root: Path, clock: FakeClock, fusion: str, 
     with Memory(root, embedder=HashEmbedder(), clock=clock, search_fusion=fusion) as mem:
         for content in FACTS:
             mem.facts.add(content)
-        hits = mem.search(query, k=3)
+        hits = mem.search(query, k=3, min_score=0)
         assert hits[0].text == FACTS[2]
         assert hits[0].score > hits[1].score
+        assert [hit.text for hit in mem.search(query, k=3)] == [FACTS[2]]  # the rest is below the floor
 
 
 def test_injection_with_a_query_puts_relevant_facts_first(mem: Memory) -> None:
@@ -41,30 +42,26 @@ def test_injection_with_a_query_puts_relevant_facts_first(mem: Memory) -> None:
     assert facts == ["- [knowledge | 0.90] The user keeps bees and harvests honey every August"]
 
 
-# --- fusion -----------------------------------------------------------------------------------
+# --- fusion ---------------------------------------------------------------------------------------
 def test_rrf_rewards_items_found_by_both_lists() -> None:
     keyword = RankedList("words", 1.0, [(1, 9.0), (2, 5.0), (3, 1.0)])
     vector = RankedList("vector", 1.0, [(3, 0.9), (2, 0.8), (4, 0.7)])
-    scores = fuse([keyword, vector], "rrf")
-    assert min(scores[2], scores[3]) > max(scores[1], scores[4])  # found twice beats found once
-    assert set(scores) == {1, 2, 3, 4}
-    assert all(0 < s <= 1 for s in scores.values())
+    order = fuse([keyword, vector], {1: 0.9, 2: 0.1, 3: 0.1, 4: 0.9}, "rrf")
+    assert min(order[2], order[3]) > max(order[1], order[4])  # found twice beats found once; scores ignored
+    assert set(order) == {1, 2, 3, 4}
 
 
-def test_weighted_fusion_uses_normalised_scores_and_weights() -> None:
+def test_weighted_fusion_orders_by_the_evidence_scores() -> None:
     keyword = RankedList("words", 1.0, [(1, 20.0), (2, 10.0), (3, 0.0)])
-    vector = RankedList("vector", 3.0, [(3, 0.9), (1, 0.1)])
-    scores = fuse([keyword, vector], "weighted")
-    assert scores[3] == pytest.approx(0.75)  # 3 * 1.0 / 4
-    assert scores[1] == pytest.approx(0.25)
-    assert scores[2] == pytest.approx(0.125)
-    only_vectors = fuse([RankedList("words", 0.0, keyword.items), vector], "weighted")
-    assert set(only_vectors) == {3, 1}
+    vector = RankedList("vector", 1.0, [(3, 0.9), (4, 0.1)])
+    evidence = {1: 0.2, 2: 0.7, 3: 0.5, 4: 0.05}
+    assert fuse([keyword, vector], evidence, "weighted") == evidence  # list ranks and BM25 values play no part
+    assert set(fuse([RankedList("words", 0.0, keyword.items), vector], evidence, "weighted")) == {3, 4}
 
 
 def test_unknown_fusion_is_rejected() -> None:
     with pytest.raises(ValueError):
-        fuse([RankedList("x", 1.0, [(1, 1.0)])], "borda")
+        fuse([RankedList("x", 1.0, [(1, 1.0)])], {1: 1.0}, "borda")
 
 
 def test_decay_halves_per_half_life() -> None:

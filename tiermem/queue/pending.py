@@ -1,8 +1,11 @@
 """Read-your-writes (R35): queued turns whose extraction has not landed yet, as provisional hits.
 
 A search with ``include_pending=True`` asks this source too. It scores the user and assistant
-text of the scope's queued items by cosine similarity to the query vector (embeddings cached by
-text, so each pending message is embedded once) and returns them marked ``provisional``.
+messages of the scope's queued items on the scale of every other hit (:mod:`tiermem.search.evidence`):
+each ``role: text`` counts as a daily record's own text, with its keyword coverage of the query
+and its cosine to the query vector (embeddings cached by text, so each pending message is
+embedded once). The hits come back marked ``provisional``; the search applies its score floor to
+them like to the rest.
 """
 
 from __future__ import annotations
@@ -48,10 +51,9 @@ class PendingHits:
         if not texts:
             return []
         vectors = self._embed([t for _, t in texts])
-        scores = vectors @ request.vector
-        ranked = sorted(zip(scores.tolist(), texts, strict=True), key=lambda pair: -pair[0])[: request.k]
-        return [SearchHit(text, max(0.0, min(1.0, float(score))), "daily", ref, provisional=True)
-                for score, (ref, text) in ranked]
+        scores = request.score([t for _, t in texts], (vectors @ request.vector).tolist())
+        ranked = sorted(zip(scores, texts, strict=True), key=lambda pair: -pair[0])[: request.k]
+        return [SearchHit(text, score, "daily", ref, provisional=True) for score, (ref, text) in ranked]
 
     def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         import numpy as np

@@ -3,18 +3,29 @@
 One search (R44-R49):
 
 1. validate the arguments (``InvalidInput`` otherwise): the query (control characters dropped,
-   then it must hold something), ``k`` in 1..1000, tier, category, date range;
+   then it must hold something), ``k`` in 1..1000, tier, category, date range, ``min_score``;
 2. bring the scope's vector index up to date (new items embedded, other processes' writes);
 3. keyword candidates: the word index (BM25, stop words removed), the trigram index for
    Chinese/Japanese/Korean/Thai text, a substring scan for one- or two-character runs of those
    scripts, and trigram substrings of the words when the word index finds too little;
 4. vector candidates from the in-memory index (query embedding: one embedder call);
-5. fusion (RRF or weighted), optional recency decay and MMR, then the top ``k`` as
-   :class:`~tiermem.types.SearchHit`.
+5. every candidate gets its **score**: the evidence that it answers the query, in [0, 1],
+   ``(wk * keyword coverage + wv * cosine) / (wk + wv)`` - the IDF-weighted share of the
+   query's terms the item holds, and the cosine of the query's and the item's embeddings,
+   weighted by ``search_keyword_weight`` and ``search_vector_weight`` (1 and 1). Nothing is
+   rescaled per query, so a score means the same for any query and any store
+   (:mod:`tiermem.search.evidence` has the exact definition);
+6. order (``search_fusion``): ``weighted`` by the score itself, ``rrf`` by reciprocal rank
+   fusion of the candidate lists; then optional recency decay and MMR (which change the order,
+   not the scores);
+7. the top ``k`` as :class:`~tiermem.types.SearchHit`, minus those scoring below the floor:
+   ``min_score``, else the ``search_min_score`` setting, else the embedder model's measured
+   default (:mod:`tiermem.search.floor`). So a query about nothing in memory returns ``[]``.
 
 Everything is confined to the scope: facts of (user, agent) and the user's Markdown chunks.
 Queued items whose extraction has not landed can join the results through
-:attr:`SearchEngine.pending_sources` (``include_pending=True``).
+:attr:`SearchEngine.pending_sources` (``include_pending=True``), scored on the same scale
+(:meth:`SearchEngine.score_texts`) and held to the same floor.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
@@ -30,11 +42,12 @@ from tiermem.clock import Clock, parse_utc
 from tiermem.config import Settings
 from tiermem.errors import InvalidInput
 from tiermem.search import fts
+from tiermem.search.evidence import Blend, QueryTerms
 from tiermem.search.filters import SearchFilters, build_filters
 from tiermem.search.floor import check_min_score, default_min_score
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
 from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
-from tiermem.search.keywords import KeywordSearch
+from tiermem.search.keywords import KeywordResult, KeywordSearch
 from tiermem.storage.db import Database
 from tiermem.storage.embeddings import EmbeddingRepository
 from tiermem.storage.search import DocRow, SearchRepository
@@ -51,6 +64,10 @@ log = logging.getLogger(__name__)
 MAX_K = 1000
 
 
+#: ``(texts, cosines with the query) -> scores``: evidence scores of texts outside the index.
+TextScorer = Callable[[Sequence[str], Sequence[float]], list[float]]
+
+
 @dataclass(frozen=True)
 class PendingQuery:
     """What a pending source is asked: the search and its (already computed) query vector."""
@@ -60,10 +77,13 @@ class PendingQuery:
     k: int
     filters: SearchFilters
     vector: npt.NDArray[np.float32]
+    #: Scores texts (with their cosines to ``vector``) on the scale of the engine's hits.
+    score: TextScorer = lambda texts, similarities: [0.0 for _ in texts]  # noqa: E731
 
 
-#: A source of provisional hits (queued items not extracted yet). It returns hits scored in
-#: [0, 1] like the engine's; the engine marks them ``provisional`` and merges by score.
+#: A source of provisional hits (queued items not extracted yet). It returns hits scored with
+#: :attr:`PendingQuery.score`, like the engine's; the engine marks them ``provisional``, merges
+#: them by score, and applies the floor to them too.
 PendingSource = Callable[[PendingQuery], Sequence[SearchHit]]
 
 
@@ -125,9 +145,10 @@ class SearchEngine:
         for hook in list(self.before_search):
             hook()
         vector = self.indexer.embed_query(text)
-        hits = self.search_vector(scope, text, vector, k, filters)
+        hits, terms = self._search(scope, text, vector, k, filters)
         if include_pending and self.pending_sources:
-            hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector), hits)
+            scorer = partial(self.score_texts, terms)
+            hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector, scorer), hits)
         floor = self.min_score() if floor is None else floor
         return [hit for hit in hits if hit.score >= floor]
 
@@ -140,23 +161,53 @@ class SearchEngine:
     def search_vector(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
                       filters: SearchFilters) -> list[SearchHit]:
         """The search after validation and query embedding (what ``bench/search.py`` times)."""
-        n = max(self.settings.search_candidates, k)
-        lists = self.keywords.lists(scope, fts.parse(text), filters.for_sql(), n, self.settings.search_keyword_weight)
-        lists.append(RankedList("vector", self.settings.search_vector_weight,
-                                self.indexer.nearest(scope, vector, n, filters.for_vectors())))
-        scores = fuse(lists, self.settings.search_fusion)
-        candidates = ranked(scores)
+        return self._search(scope, text, vector, k, filters)[0]
+
+    def _search(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
+                filters: SearchFilters) -> tuple[list[SearchHit], QueryTerms]:
+        """The hits, and the query's terms (to score provisional hits on the same scale)."""
         s = self.settings
-        rerank = s.search_recency_half_life_days is not None or s.search_mmr_lambda is not None
-        rows = self.docs.docs([doc_id for doc_id, _ in (candidates if rerank else candidates[: 2 * k + 5])])
-        candidates = [(doc_id, score) for doc_id, score in candidates if doc_id in rows]
+        n = max(s.search_candidates, k)
+        keyword = (self.keywords.run(scope, fts.parse(text), filters.for_sql(), n, s.search_keyword_weight)
+                   if s.search_keyword_weight > 0 else KeywordResult([], QueryTerms()))
+        vectors = RankedList("vector", s.search_vector_weight,
+                             self.indexer.nearest(scope, vector, n, filters.for_vectors())
+                             if s.search_vector_weight > 0 else [])
+        lists = [*keyword.lists, vectors]
+        rows = self.docs.docs(list({doc_id: None for lst in lists if lst.weight > 0 for doc_id, _ in lst.items}))
+        evidence = self._evidence(scope, keyword.terms, vector, rows)
+        candidates = ranked({doc_id: value for doc_id, value in fuse(lists, evidence, s.search_fusion).items()
+                             if doc_id in rows})
         if s.search_recency_half_life_days is not None:
             ages = {doc_id: self._age_days(rows[doc_id]) for doc_id, _ in candidates}
             candidates = ranked(decay(dict(candidates), ages, s.search_recency_half_life_days))
         if s.search_mmr_lambda is not None:
-            vectors = self.indexer.held_vectors(scope, [doc_id for doc_id, _ in candidates])
-            candidates = mmr(candidates, vectors, k, s.search_mmr_lambda)
-        return [_hit(rows[doc_id], score) for doc_id, score in candidates[:k]]
+            held = self.indexer.held_vectors(scope, [doc_id for doc_id, _ in candidates])
+            candidates = mmr(candidates, held, k, s.search_mmr_lambda)
+        return [_hit(rows[doc_id], evidence[doc_id]) for doc_id, _ in candidates[:k]], keyword.terms
+
+    def _evidence(self, scope: Scope, terms: QueryTerms, vector: npt.NDArray[np.float32],
+                  rows: dict[int, DocRow]) -> dict[int, float]:
+        """The evidence score of every candidate (:mod:`tiermem.search.evidence`)."""
+        blend = self._blend()
+        coverage: dict[int, float] = {}
+        if blend.keyword_weight > 0:
+            coverage = self.keywords.coverage(terms, {doc_id: row.text for doc_id, row in rows.items()})
+        similarity: dict[int, float] = {}
+        if blend.vector_weight > 0:
+            similarity = self.indexer.similarities(scope, vector, list(rows))
+        return blend.scores(coverage, similarity, list(rows))
+
+    def _blend(self) -> Blend:
+        return Blend(self.settings.search_keyword_weight, self.settings.search_vector_weight)
+
+    def score_texts(self, terms: QueryTerms, texts: Sequence[str], similarities: Sequence[float]) -> list[float]:
+        """Scores of texts outside the index (provisional hits) on the hits' scale: each text counts
+        as an item's own text, with its cosine to the query given."""
+        blend = self._blend()
+        coverage = self.keywords.text_coverage(terms, texts) if blend.keyword_weight > 0 else [0.0] * len(texts)
+        return [blend.score(c, v if blend.vector_weight > 0 else 0.0)
+                for c, v in zip(coverage, similarities, strict=True)]
 
     def _age_days(self, row: DocRow) -> float | None:
         if not row.at or row.tier == "core":

@@ -1,13 +1,16 @@
-"""Hybrid ranking (R48): fuse ranked lists, then optional recency decay and MMR. Pure functions.
+"""Hybrid ranking (R48): the order of the candidates, then optional recency decay and MMR. Pure
+functions.
 
 A ranked list is ``[(doc id, score), ...]`` best first, from one retriever (word index, trigram
-index, substring scan, vectors), with a weight. Two fusions:
+index, substring scan, vectors), with a weight. Every candidate also has an evidence score in
+[0, 1] (:mod:`tiermem.search.evidence`), which is what a hit shows. Two orders (``search_fusion``):
 
-- ``rrf``: reciprocal rank fusion, ``sum(weight / (60 + rank))``; ignores the scores' scales;
-- ``weighted``: each list's scores min-max normalised to [0, 1], then a weighted sum.
+- ``weighted`` (default): by the evidence score itself (the weighted mean of keyword coverage and
+  vector similarity), so hits come in the order of their scores;
+- ``rrf``: reciprocal rank fusion of the lists, ``sum(weight / (60 + rank))``, which ignores the
+  lists' scales; the hits still show their evidence scores.
 
-Either way the fused score is divided by its largest possible value, so scores lie in [0, 1]
-(which lets provisional hits from other sources be merged on the same scale).
+Recency decay and MMR reorder further; they change the order, not the scores shown.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 RRF_K = 60
-FUSIONS = ("rrf", "weighted")
 
 Ranked = Sequence[tuple[int, float]]
 
@@ -36,29 +38,30 @@ class RankedList:
     items: Ranked
 
 
-def fuse(lists: Sequence[RankedList], method: str = "rrf") -> dict[int, float]:
-    """``doc id -> fused score in [0, 1]``."""
-    if method not in FUSIONS:
-        raise ValueError(f"unknown fusion {method!r}; expected one of {', '.join(FUSIONS)}")
+def rrf(lists: Sequence[RankedList], evidence: Mapping[int, float]) -> dict[int, float]:
+    """``doc id -> sum(weight / (60 + rank))`` over the lists with a positive weight."""
     fused: dict[int, float] = {}
-    used = [lst for lst in lists if lst.items and lst.weight > 0]
-    if not used:
-        return fused
-    if method == "rrf":
-        for lst in used:
+    for lst in lists:
+        if lst.weight > 0:
             for rank, (doc_id, _) in enumerate(lst.items, start=1):
                 fused[doc_id] = fused.get(doc_id, 0.0) + lst.weight / (RRF_K + rank)
-        ceiling = sum(lst.weight for lst in used) / (RRF_K + 1)
-    else:
-        for lst in used:
-            scores = [score for _, score in lst.items]
-            low, high = min(scores), max(scores)
-            span = high - low
-            for doc_id, score in lst.items:
-                norm = (score - low) / span if span > 0 else 1.0
-                fused[doc_id] = fused.get(doc_id, 0.0) + lst.weight * norm
-        ceiling = sum(lst.weight for lst in used)
-    return {doc_id: score / ceiling for doc_id, score in fused.items()}
+    return fused
+
+
+def weighted(lists: Sequence[RankedList], evidence: Mapping[int, float]) -> dict[int, float]:
+    """The evidence scores of the candidates of the lists with a positive weight."""
+    return {doc_id: evidence.get(doc_id, 0.0) for lst in lists if lst.weight > 0 for doc_id, _ in lst.items}
+
+
+FUSIONS: dict[str, Callable[[Sequence[RankedList], Mapping[int, float]], dict[int, float]]] = {
+    "rrf": rrf, "weighted": weighted}
+
+
+def fuse(lists: Sequence[RankedList], evidence: Mapping[int, float], method: str = "weighted") -> dict[int, float]:
+    """``doc id -> ranking value`` (higher first) of every candidate, by ``method``."""
+    if method not in FUSIONS:
+        raise ValueError(f"unknown fusion {method!r}; expected one of {', '.join(FUSIONS)}")
+    return FUSIONS[method](lists, evidence)
 
 
 def decay(scores: Mapping[int, float], ages_days: Mapping[int, float | None],

@@ -8,11 +8,18 @@
   incrementally: new rows (``search_docs.id`` only grows) and the removal log. That works for
   writes of this process (listeners call :meth:`Indexer.refresh` right after the commit) and of
   other processes (every search calls :meth:`Indexer.sync` first).
+- Threads: writers (a write's listeners, :meth:`Indexer.reindex`) embed one at a time in arrival
+  order and then catch the loaded indexes up; a search never waits for them: it embeds and syncs
+  itself only when nobody else is doing so, and reads each scope's index under that index's
+  :class:`~tiermem.concurrency.ReadWriteLock`, which a sync takes only to apply rows already
+  read (see :mod:`tiermem.concurrency`).
 - The model the index was built with is kept in ``meta``; another model is reported (log and
   :meth:`Indexer.status`) and :meth:`Indexer.reindex` fills in its vectors.
 - With ``search_sentence_vectors`` on, an item of two or more sentences also gets one vector per
-  sentence (:mod:`tiermem.search.parts`), cached by hash like any text and found again from the
-  item's text when a scope is loaded; the index scores the item by its best vector.
+  sentence (:mod:`tiermem.search.parts`), and a one-sentence Markdown chunk (whose own vector
+  blends in the chunk before it) a vector of its text alone; these part vectors are cached by
+  hash like any text and found again from the item's text when a scope is loaded; the index
+  scores the item by its best vector.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tiermem.concurrency import FairLock, ReadWriteLock
 from tiermem.config import Settings
 from tiermem.errors import ProviderError
 from tiermem.search.parts import sentence_parts
@@ -72,9 +81,12 @@ class ReindexResult:
 
 @dataclass
 class _Loaded:
+    """A scope's index, how far it has read the store, and the lock around its in-memory state."""
+
     index: VectorIndex
     doc_seq: int
     removed_seq: int
+    view: ReadWriteLock = field(default_factory=ReadWriteLock)
 
 
 def text_hash(text: str) -> str:
@@ -91,25 +103,29 @@ class Indexer:
         self._embedder_factory = embedder
         self._embedder: Embedder | None = None
         self.settings = settings
-        self._loaded: dict[Scope, _Loaded] = {}
-        self._lock = threading.RLock()
+        self._loaded: dict[Scope, _Loaded] = {}  # replaced whole under _sync_lock, read without a lock
+        self._embed_lock = FairLock()  # one thread embeds pending items at a time, in arrival order
+        self._sync_lock = threading.Lock()  # one thread reads new rows into the loaded indexes at a time
+        self._model_lock = threading.Lock()
         self._pruned_at = 0
 
     # --- the model -------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = self._embedder_factory()
-            self._check_model()
+            with self._model_lock:
+                if self._embedder is None:
+                    embedder = self._embedder_factory()
+                    self._check_model(embedder)
+                    self._embedder = embedder
         return self._embedder
 
     @property
     def model(self) -> str:
         return str(self.embedder.model_id)
 
-    def _check_model(self) -> None:
-        assert self._embedder is not None
-        current = str(self._embedder.model_id)
+    def _check_model(self, embedder: Embedder) -> None:
+        current = str(embedder.model_id)
         stored = self.vectors.index_model()
         if stored is None:
             self.vectors.set_index_model(current)
@@ -170,9 +186,11 @@ class Indexer:
             return 0, 0
         texts, contexts = self.prepare(docs)
         hashes = [text_hash(t) for t in texts]
-        parts = {text_hash(t): t for _, t in self._part_texts([(doc.id, doc.text) for doc in docs])}
         model = self.model
-        cached = self.vectors.cached([*hashes, *parts], model)
+        cached = self.vectors.cached(hashes, model)
+        fresh = [(doc.id, doc.text, doc.source) for doc, h in zip(docs, hashes, strict=True) if h not in cached]
+        parts = {text_hash(t): t for _, t in self._part_texts(fresh)}  # a known text's parts came with it
+        cached |= self.vectors.cached(list(parts), model)
         todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}
         new_items = len(todo)
         todo.update((h, t) for h, t in parts.items() if h not in cached)
@@ -184,13 +202,21 @@ class Indexer:
         self.vectors.store(model, self.embedder.dim, blobs, links, contexts)
         return new_items, len(docs) - new_items
 
-    def _part_texts(self, items: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
-        """``(doc id, sentence text)`` of the items' sentence parts (none when the setting is off)."""
+    def _part_texts(self, items: Sequence[tuple[int, str, str]]) -> list[tuple[int, str]]:
+        """``(doc id, part text)`` of the items' parts (none when the setting is off): each sentence
+        of a longer item; and a Markdown chunk of one sentence, embedded together with the chunk
+        before it, also gets its own text alone (a question about that record alone matches it
+        even when the chunk before is about something else)."""
         if not self.settings.search_sentence_vectors:
             return []
-        return [(doc_id, part) for doc_id, text in items for part in sentence_parts(text)]
+        alone = self.settings.search_chunk_context
+        out: list[tuple[int, str]] = []
+        for doc_id, text, source in items:
+            parts = sentence_parts(text) or ([text] if alone and source == "chunk" else [])
+            out.extend((doc_id, part) for part in parts)
+        return out
 
-    def _part_vectors(self, items: Sequence[tuple[int, str]], embed_missing: bool) -> list[tuple[int, bytes]]:
+    def _part_vectors(self, items: Sequence[tuple[int, str, str]], embed_missing: bool) -> list[tuple[int, bytes]]:
         """``(doc id, float32 blob)`` of the items' sentence parts; parts without a stored vector
         are embedded (and stored) when ``embed_missing``, else left out."""
         parts = self._part_texts(items)
@@ -207,11 +233,13 @@ class Indexer:
             found.update(blobs)
         return [(doc_id, found[h]) for (doc_id, _), h in zip(parts, hashes, strict=True) if h in found]
 
-    def embed_pending(self) -> int:
-        """Embed every item that was never embedded; returns how many items were linked."""
-        done = 0
-        with self._lock:
-            after = 0
+    def embed_pending(self, wait: bool = True) -> int | None:
+        """Embed every item that was never embedded; returns how many items were linked, or
+        ``None`` without ``wait`` when another thread is embedding (it will do these too)."""
+        if not self._embed_lock.acquire(blocking=wait):
+            return None
+        try:
+            done = after = 0
             while True:
                 docs = self.vectors.unembedded(PENDING_BATCH, after)
                 if not docs:
@@ -219,12 +247,14 @@ class Indexer:
                 self._write(docs)
                 done += len(docs)
                 after = docs[-1].id
+        finally:
+            self._embed_lock.release()
 
     def reindex(self, progress: Progress | None = None, drop_other_models: bool = False) -> ReindexResult:
         """Give every item a vector of the current model (cached texts are reused), record the
         model as the index's, and reload the loaded scopes."""
         model = self.model
-        with self._lock:
+        with self._embed_lock, self._sync_lock:
             total = self.vectors.count_without_vector(model)
             embedded = reused = done = after = 0
             while True:
@@ -235,12 +265,12 @@ class Indexer:
                 embedded, reused, done, after = embedded + new, reused + old, done + len(docs), docs[-1].id
                 if progress is not None:
                     progress(done, total)
-            for items in self.vectors.sentence_texts(None):
+            for items in self.vectors.sentence_texts(None, chunks=self.settings.search_chunk_context):
                 self._part_vectors(items, embed_missing=True)
             self.vectors.set_index_model(model)
             if drop_other_models:
                 self.vectors.drop_models_except(model)
-            self._loaded.clear()
+            self._loaded = {}
         log.info("reindex with %s: %d items, %d embedded, %d reused", model, done, embedded, reused)
         return ReindexResult(model, done, embedded, reused)
 
@@ -252,11 +282,12 @@ class Indexer:
 
     # --- the in-memory indexes -------------------------------------------------------------
     def refresh(self) -> None:
-        """After a write: embed new items, then bring every loaded scope up to date."""
-        with self._lock:
-            self.embed_pending()
+        """After a write: embed new items, then bring every loaded scope up to date (waits its
+        turn behind other writers; searches do not wait for it)."""
+        self.embed_pending()
+        with self._sync_lock:
             for scope in list(self._loaded):
-                self.sync(scope)
+                self._sync_locked(scope)
             removed = self.docs.high_water()[1]
             if removed - self._pruned_at > REMOVED_LOG_KEEP:
                 self.docs.prune_removed_log()
@@ -265,37 +296,74 @@ class Indexer:
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 flt: VectorFilter | None = None) -> list[tuple[int, float]]:
         """The ``top`` items of ``scope`` most similar to ``vector`` (index brought up to date first)."""
-        with self._lock:
-            return self.index(scope).search(vector, top, flt)
+        loaded = self._current(scope)
+        with loaded.view.reading():
+            return loaded.index.search(vector, top, flt)
+
+    def similarities(self, scope: Scope, vector: npt.NDArray[np.float32], doc_ids: Sequence[int]) -> dict[int, float]:
+        """The cosine of ``vector`` with the own text of each of ``doc_ids`` that has a vector: the
+        best of its vector and its parts', except that a Markdown chunk embedded together with the
+        chunk before it (``search_chunk_context``) counts by its parts alone when it has any."""
+        blended = [TIER_CODE["core"], TIER_CODE["daily"]] if self.settings.search_chunk_context else []
+        loaded = self._current(scope)
+        with loaded.view.reading():
+            return loaded.index.similarities(vector, doc_ids, blended)
 
     def held_vectors(self, scope: Scope, doc_ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
-        with self._lock:
-            return {k: v.copy() for k, v in self.index(scope).vectors(doc_ids).items()}
+        loaded = self._current(scope)
+        with loaded.view.reading():
+            return {k: v.copy() for k, v in loaded.index.vectors(doc_ids).items()}
+
+    def _current(self, scope: Scope) -> _Loaded:
+        """The scope's index for a search: caught up with the store unless another thread is
+        embedding or syncing right now (then as it is: the search does not wait for a writer)."""
+        loaded = self._loaded.get(scope)
+        if loaded is None:  # the first search of a scope waits for its load in any case
+            self.embed_pending()
+            return self._sync(scope, wait=True)
+        if self.embed_pending(wait=False) is None:
+            return loaded
+        return self._sync(scope, wait=False)
 
     def index(self, scope: Scope) -> VectorIndex:
-        """The scope's vector index, loaded on first use and synced on every call."""
-        with self._lock:
-            self.embed_pending()
-            return self.sync(scope)
+        """The scope's vector index, loaded on first use and synced on every call (for one thread:
+        searches read it under its lock, see :meth:`nearest`)."""
+        self.embed_pending()
+        return self.sync(scope)
 
     def sync(self, scope: Scope) -> VectorIndex:
-        with self._lock:
-            loaded = self._loaded.get(scope)
-            if loaded is None:
-                loaded = self._loaded[scope] = self._load(scope)
-                return loaded.index
-            doc_seq, removed_seq = self.docs.high_water()
-            if removed_seq > loaded.removed_seq:
-                gone, complete = self.docs.removed_since(scope.user_id, loaded.removed_seq)
-                if not complete:
-                    loaded = self._loaded[scope] = self._load(scope)
-                    return loaded.index
+        return self._sync(scope, wait=True).index
+
+    def _sync(self, scope: Scope, wait: bool) -> _Loaded:
+        """Catch the scope's index up with the store (load it on first use); without ``wait``, give
+        up at once when another thread is syncing."""
+        if not self._sync_lock.acquire(blocking=wait):
+            return self._loaded.get(scope) or self._sync(scope, wait=True)
+        try:
+            return self._sync_locked(scope)
+        finally:
+            self._sync_lock.release()
+
+    def _sync_locked(self, scope: Scope) -> _Loaded:
+        loaded = self._loaded.get(scope)
+        if loaded is None:
+            loaded = self._load(scope)
+            self._loaded = {**self._loaded, scope: loaded}
+            return loaded
+        doc_seq, removed_seq = self.docs.high_water()
+        if removed_seq > loaded.removed_seq:
+            gone, complete = self.docs.removed_since(scope.user_id, loaded.removed_seq)
+            if not complete:
+                loaded = self._load(scope)
+                self._loaded = {**self._loaded, scope: loaded}
+                return loaded
+            with loaded.view.writing():
                 loaded.index.remove(gone)
-                loaded.removed_seq = removed_seq
-            if doc_seq > loaded.doc_seq:
-                self._add_rows(scope, loaded.index, loaded.doc_seq)
-                loaded.doc_seq = doc_seq
-            return loaded.index
+            loaded.removed_seq = removed_seq
+        if doc_seq > loaded.doc_seq:
+            self._add_rows(scope, loaded.index, loaded.doc_seq, view=loaded.view)
+            loaded.doc_seq = doc_seq
+        return loaded
 
     def _load(self, scope: Scope) -> _Loaded:
         doc_seq, removed_seq = self.docs.high_water()
@@ -310,9 +378,12 @@ class Indexer:
                         scope.user_id, scope.agent_name, self.model)
         return _Loaded(index, doc_seq, removed_seq)
 
-    def _add_rows(self, scope: Scope, index: VectorIndex, after_id: int, embed_missing: bool = True) -> int:
+    def _add_rows(self, scope: Scope, index: VectorIndex, after_id: int, embed_missing: bool = True,
+                  view: ReadWriteLock | None = None) -> int:
         """Add the scope's items with id > ``after_id`` (embedding those without a vector first
-        when ``embed_missing``); returns how many are left without a vector."""
+        when ``embed_missing``); returns how many are left without a vector. With ``view`` (an
+        index searches can see), rows are read first and added under its write lock."""
+        guard = view.writing if view is not None else nullcontext
         model = self.model
         after = after_id
         while embed_missing:
@@ -325,10 +396,13 @@ class Indexer:
         for rows in self.vectors.scope_rows(scope, model, after_id):
             usable = [r for r in rows if r[4] is not None]
             missing += len(rows) - len(usable)
-            _add_to_index(index, usable)
+            with guard():
+                _add_to_index(index, usable)
         if self.settings.search_sentence_vectors:
-            for items in self.vectors.sentence_texts(scope, after_id):
-                _add_parts(index, self._part_vectors(items, embed_missing))
+            for items in self.vectors.sentence_texts(scope, after_id, chunks=self.settings.search_chunk_context):
+                parts = self._part_vectors(items, embed_missing=False)  # new items got theirs in _write
+                with guard():
+                    _add_parts(index, parts)
         return missing
 
     def _fetch_exact(self, ids: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.float32]]:

@@ -13,13 +13,19 @@ Lists produced (each best first):
 - ``grams``: the trigram index for runs of Chinese, Japanese, Korean, Thai ... text;
 - ``substrings``: trigram phrases of the words, when the word index found fewer than asked;
 - ``scan``: a substring scan of the scope for one- and two-character runs of those scripts.
+
+It also weighs the query's terms (IDF over the items' own text) and measures which of them each
+candidate holds, the keyword coverage of :mod:`tiermem.search.evidence`. Finding which items
+hold a term reads its occurrences, so that too is limited to the terms the budget affords.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from tiermem.search.evidence import QueryTerms, Term, idf
 from tiermem.search.fts import KeywordQuery, match_expression
 from tiermem.search.hybrid import RankedList
 from tiermem.storage.search import DocFilter, SearchRepository
@@ -29,20 +35,31 @@ SCAN_LIMIT = 5000  # items a short-term substring scan may collect
 _CACHE_MAX = 10_000
 
 
+@dataclass(frozen=True)
+class KeywordResult:
+    """The keyword lists of one search, and the query's terms for scoring (:mod:`.evidence`)."""
+
+    lists: list[RankedList]
+    terms: QueryTerms
+
+
 class KeywordSearch:
     """Runs the keyword queries of one search against the FTS5 indexes."""
 
-    def __init__(self, docs: SearchRepository, budget: int, context_weight: float = 0.5) -> None:
+    def __init__(self, docs: SearchRepository, budget: int, context_weight: float = 0.75) -> None:
         self.docs = docs
         self.budget = budget
         self.context_weight = context_weight
         self._df: dict[tuple[str, str], tuple[int, int]] = {}  # (table, term) -> (df, doc seq then)
+        self._total = (0, -1)  # (items in the store, doc seq when counted)
         self._lock = threading.Lock()
 
-    def lists(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> list[RankedList]:
+    def run(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> KeywordResult:
+        """The keyword lists (best first, at most ``n`` items each) and the query's terms."""
         doc_seq = self.docs.high_water()[0]
         lists: list[RankedList] = []
-        words = self._affordable_words(query.words, doc_seq)
+        keys = self.docs.index_terms(list(query.words)) if query.words else []
+        words = self._affordable("search_words", list(query.words), keys, doc_seq)
         found: set[int] = set()
         if words:
             items = self.docs.match("search_words", match_expression(words), scope, flt, n, self.context_weight)
@@ -60,18 +77,58 @@ class KeywordSearch:
                          self.docs.match("search_grams", match_expression(phrases), scope, flt, n)
                          if doc_id not in found]
                 lists.append(RankedList("substrings", weight, extra))
+        scanned: Sequence[tuple[int, str]] = ()
         if query.short:
-            lists.append(RankedList("scan", weight, scan_ranking(
-                self.docs.scan(query.short, scope, flt, SCAN_LIMIT), query.short, n)))
-        return lists
+            scanned = self.docs.scan(query.short, scope, flt, SCAN_LIMIT)
+            lists.append(RankedList("scan", weight, scan_ranking(scanned, query.short, n)))
+        return KeywordResult(lists, self._terms(query, keys, set(words), doc_seq, scanned))
 
-    def _affordable_words(self, words: Sequence[str], doc_seq: int) -> list[str]:
-        if not words or doc_seq * len(words) <= self.budget:
-            return list(words)
-        stems = self.docs.stems(words)
-        if stems is None:
-            return list(words)
-        return self._affordable("search_words", list(words), [[s] for s in stems], doc_seq)
+    def lists(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> list[RankedList]:
+        return self.run(scope, query, flt, n, weight).lists
+
+    # --- evidence --------------------------------------------------------------------------
+    def _terms(self, query: KeywordQuery, keys: list[list[str]], checked: set[str], doc_seq: int,
+               scanned: Sequence[tuple[int, str]]) -> QueryTerms:
+        """The query's terms with their weights (``keys``: each word's index terms); words too
+        common for the budget (not in ``checked``) are left out."""
+        total = self._items(doc_seq)
+        terms: list[Term] = []
+        if query.words:
+            df = self._doc_freqs("search_words:text", [k for group in keys for k in group], doc_seq)
+            terms.extend(Term(word, idf(total, max(df[k] for k in group)), tuple(group))
+                         for word, group in zip(query.words, keys, strict=True) if group and word in checked)
+        if query.grams:
+            folded = [g.casefold() for g in query.grams]
+            df = self._doc_freqs("search_grams", folded, doc_seq)
+            terms.extend(Term(g, idf(total, df[g])) for g in folded)
+        for needle in query.short:
+            terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
+        return QueryTerms(tuple(terms), self.context_weight)
+
+    def coverage(self, terms: QueryTerms, texts: Mapping[int, str]) -> dict[int, float]:
+        """The keyword coverage of indexed items (``doc id -> text``), see :mod:`.evidence`."""
+        if not terms.terms:
+            return {}
+        held = self.docs.held_terms(terms.keys, list(texts))
+        return {doc_id: terms.coverage(text, held.get(doc_id, {})) for doc_id, text in texts.items()}
+
+    def text_coverage(self, terms: QueryTerms, texts: Sequence[str]) -> list[float]:
+        """The keyword coverage of texts that are not in the index, as if each were an item's own
+        text (no context)."""
+        if not terms.terms:
+            return [0.0 for _ in texts]
+        held = [{key: {"text"} for key in keys} for keys in self.docs.index_terms(list(texts))]
+        return [terms.coverage(text, h) for text, h in zip(texts, held, strict=True)]
+
+    def _items(self, doc_seq: int) -> int:
+        """Items in the store, recounted when the store grew (or shrank) noticeably since."""
+        with self._lock:
+            count, seq = self._total
+        if seq < 0 or abs(doc_seq - seq) > max(50, count // 100):
+            count = self.docs.total()
+            with self._lock:
+                self._total = (count, doc_seq)
+        return count
 
     def _affordable(self, table: str, terms: list[str], index_terms: list[list[str]], doc_seq: int) -> list[str]:
         """``terms`` (each costing the document frequencies of its ``index_terms``) rarest first
@@ -95,12 +152,13 @@ class KeywordSearch:
         with self._lock:
             for term in terms:
                 cached = self._df.get((table, term))
-                if cached is not None and doc_seq - cached[1] < 1000 + cached[0] // 10:
+                if cached is not None and doc_seq - cached[1] <= cached[0] // 10:  # off by 10% at most
                     out[term] = cached[0]
                 else:
                     missing.append(term)
         if missing:
-            fresh = self.docs.doc_freqs(table, missing)
+            fresh = (self.docs.text_doc_freqs(missing) if table == "search_words:text"
+                     else self.docs.doc_freqs(table, missing))
             with self._lock:
                 if len(self._df) > _CACHE_MAX:
                     self._df.clear()

@@ -283,6 +283,32 @@ class VectorIndex:
         found = self._search_items(q, top, mask)
         return self._with_parts(q, top, mask, found) if self.parts else found
 
+    def similarities(self, query: Floats, ids: Iterable[int], blended: Iterable[int] = ()) -> dict[int, float]:
+        """The cosine of each held item of ``ids`` (its best part's, if higher); unknown ids are left
+        out. For the tiers in ``blended`` (whose own vector blends in a neighbour's text) an item
+        with parts is measured by its parts alone. In int8 mode the held vectors are dequantised,
+        so the figures are approximate."""
+        import numpy as np
+
+        known = [(doc_id, self._row[doc_id]) for doc_id in dict.fromkeys(ids) if doc_id in self._row]
+        if not known:
+            return {}
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(self.dim)
+        rows = np.fromiter((row for _, row in known), np.int64, len(known))
+        own = self._held(rows) @ q
+        best = np.where(np.isin(self._tiers[rows], np.array(list(blended), np.int8)), -np.inf, own)
+        parted = np.zeros(len(rows), bool)
+        if self.parts:
+            part_rows = self._part_row[:self.parts]
+            mine = np.flatnonzero(np.isin(part_rows, rows))
+            if len(mine):
+                order = np.argsort(rows)
+                at = order[np.searchsorted(rows[order], part_rows[mine])]
+                np.maximum.at(best, at, self._part_f32[mine] @ q)
+                parted[at] = True
+        best = np.where(parted, best, own)
+        return {doc_id: float(best[k]) for k, (doc_id, _) in enumerate(known)}
+
     def _with_parts(self, q: Floats, top: int, mask: npt.NDArray[np.bool_] | None,
                     found: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """Max-sim: ``found`` merged with the items whose best part vectors score highest."""

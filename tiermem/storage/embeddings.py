@@ -145,11 +145,13 @@ class EmbeddingRepository:
                 if len(rows) < batch:
                     break
 
-    def sentence_texts(self, scope: Scope | None, after_id: int = 0,
-                       batch: int = 20_000) -> Iterator[list[tuple[int, str]]]:
-        """``(id, text)`` of the items (of ``scope`` or all) with id > ``after_id`` whose text may
-        hold more than one sentence (an end mark followed by white space), in batches by id."""
-        sql = "SELECT d.id, d.text FROM search_docs d WHERE d.id > ? AND d.text GLOB ?"
+    def sentence_texts(self, scope: Scope | None, after_id: int = 0, batch: int = 20_000,
+                       chunks: bool = False) -> Iterator[list[tuple[int, str, str]]]:
+        """``(id, text, source)`` of the items (of ``scope`` or all) with id > ``after_id`` whose text
+        may hold more than one sentence (an end mark followed by white space), and with ``chunks``
+        every Markdown chunk too, in batches by id."""
+        sql = "SELECT d.id, d.text, d.source FROM search_docs d WHERE d.id > ? AND (d.text GLOB ?"
+        sql += " OR d.source = 'chunk')" if chunks else ")"
         extra: list[Any] = []
         if scope is not None:
             sql += " AND d.user_id = ? AND d.agent_name IN (?, ?)"
@@ -159,7 +161,7 @@ class EmbeddingRepository:
             rows = self._rows(sql + " ORDER BY d.id LIMIT ?", [last, "*[.!?…。！？][ \n\t]*", *extra, batch])
             if not rows:
                 return
-            yield [(int(r[0]), str(r[1])) for r in rows]
+            yield [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
             last = int(rows[-1][0])
 
     def vectors_by_hash(self, hashes: Sequence[str], model: str) -> dict[str, bytes]:

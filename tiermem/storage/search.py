@@ -125,22 +125,74 @@ class SearchRepository:
         rows = self._rows(sql, [*args, *extra_args, *needles, limit])
         return [(int(r[0]), str(r[1])) for r in rows]
 
-    def stems(self, words: Sequence[str]) -> list[str] | None:
-        """The terms the word index makes of ``words`` (porter stems), one per word; ``None`` if
-        the tokenizer does not split them one to one. Uses a scratch FTS5 table in ``temp``."""
+    def index_terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """The terms the word index makes of each of ``texts`` (porter stems, in order), using a
+        scratch FTS5 table in ``temp``: what the word index would hold for that text."""
         conn = self.db.conn
+        found: list[list[str]] = [[] for _ in texts]
+        if not texts:
+            return found
         try:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query USING fts5(text,"
-                         " tokenize='porter unicode61 remove_diacritics 2')")
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query_terms USING"
-                         " fts5vocab(temp, tiermem_query, 'instance')")
-            conn.execute("INSERT INTO temp.tiermem_query (rowid, text) VALUES (1, ?)", (" ".join(words),))
-            rows = conn.execute("SELECT term FROM temp.tiermem_query_terms ORDER BY offset").fetchall()
+            self._scratch_tables()
+            conn.executemany("INSERT INTO temp.tiermem_query (rowid, text) VALUES (?, ?)",
+                             [(i + 1, text) for i, text in enumerate(texts)])
+            rows = conn.execute("SELECT doc, term FROM temp.tiermem_query_terms ORDER BY doc, offset").fetchall()
             conn.execute("DELETE FROM temp.tiermem_query")
         except sqlite3.Error as exc:
             raise StorageError(f"cannot tokenize the query: {exc}") from exc
-        terms = [str(r[0]) for r in rows]
-        return terms if len(terms) == len(words) else None
+        for doc, term in rows:
+            found[int(doc) - 1].append(str(term))
+        return found
+
+    def _scratch_tables(self) -> None:
+        conn = self.db.conn
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query USING fts5(text,"
+                     " tokenize='porter unicode61 remove_diacritics 2')")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query_terms USING"
+                     " fts5vocab(temp, tiermem_query, 'instance')")
+
+    def held_terms(self, terms: Sequence[str], doc_ids: Sequence[int]) -> dict[int, dict[str, set[str]]]:
+        """Which of the word-index ``terms`` each of ``doc_ids`` holds, and in which columns
+        (``"text"``, ``"context"``): ``{doc id: {term: columns}}``. The cost grows with how many
+        items hold each term (its occurrences are read), so callers pass affordable terms only."""
+        out: dict[int, dict[str, set[str]]] = {}
+        if not terms or not doc_ids:
+            return out
+        conn = self.db.conn
+        ids = sorted(set(doc_ids))
+        try:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_instance USING"
+                         " fts5vocab(main, search_words, 'instance')")
+            for term in dict.fromkeys(terms):
+                for start in range(0, len(ids), 500):
+                    part = ids[start:start + 500]
+                    rows = conn.execute("SELECT doc, col FROM temp.tiermem_words_instance WHERE term = ?"
+                                        f" AND doc IN ({', '.join('?' for _ in part)})", [term, *part]).fetchall()
+                    for doc, col in rows:
+                        out.setdefault(int(doc), {}).setdefault(term, set()).add(str(col))
+        except sqlite3.Error as exc:
+            raise StorageError(f"search query failed: {exc}") from exc
+        return out
+
+    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many items hold each word-index term in their own text (not only in the context
+        of neighbours), all scopes."""
+        found: dict[str, int] = {}
+        conn = self.db.conn
+        try:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_columns USING"
+                         " fts5vocab(main, search_words, 'col')")
+            for term in dict.fromkeys(terms):
+                row = conn.execute("SELECT doc FROM temp.tiermem_words_columns WHERE term = ? AND col = 'text'",
+                                   (term,)).fetchone()
+                found[term] = int(row[0]) if row else 0
+        except sqlite3.Error as exc:
+            raise StorageError(f"search query failed: {exc}") from exc
+        return found
+
+    def total(self) -> int:
+        """How many items the index holds, all scopes."""
+        return int(self._rows("SELECT COUNT(*) FROM search_docs", [])[0][0])
 
     def doc_freqs(self, table: str, terms: Sequence[str]) -> dict[str, int]:
         """How many items hold each of ``terms`` (index terms: stems or trigrams), all scopes."""

@@ -21,10 +21,14 @@ def walk(command: click.Command, path: CommandPath = ("tiermem",)) -> Iterator[t
 
 
 def help_text(path: tuple[str, ...], command: click.Command) -> str:
+    """``command``'s help as ``tiermem ... --help`` prints it (the root's context settings apply,
+    whatever ran in this process before)."""
+    settings = dict(cli.context_settings)
     parent: click.Context | None = None
     for name in path[:-1]:
-        parent = click.Context(cli if parent is None else parent.command, info_name=name, parent=parent)
-    ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100)
+        parent = click.Context(cli if parent is None else parent.command, info_name=name, parent=parent, **settings)
+    ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100,
+                        **settings)
     return command.get_help(ctx)
 
 

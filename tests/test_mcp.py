@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from click.testing import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tiermem import Memory
@@ -29,6 +31,7 @@ from tiermem.mcp.server import build_server
 from tiermem.mcp.tools import TOOL_NAMES
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
+HTTP_TOKEN = "token-of-the-round-trip-test"
 IN_PROCESS_DEADLINE = 30.0
 SUBPROCESS_DEADLINE = 90.0  # two busy cores: interpreter + SDK start-up dominates
 
@@ -266,7 +269,7 @@ def test_dream_without_llm_says_why_it_skipped(mem: Memory) -> None:
 
 def test_mcp_command_usage_and_lazy_sdk(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--root", str(tmp_path), "mcp", "--host", "0.0.0.0"])
-    assert result.exit_code == 2 and "--host only applies with --http" in result.output
+    assert result.exit_code == 2 and "only apply with --http PORT" in result.output
     assert "Example:" in CliRunner().invoke(cli, ["mcp", "--help"]).output
     probe = "import sys, tiermem, tiermem.cli.main; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
@@ -323,7 +326,7 @@ def _free_port() -> int:
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
-    env = {**os.environ, **_server_env()}
+    env = {**os.environ, **_server_env(TIERMEM_MCP_TOKEN=HTTP_TOKEN)}
     log = (tmp_path / "http.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "tiermem.cli.main", "--root", str(tmp_path / "mem"), "mcp",
                              "--http", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -351,11 +354,14 @@ def http_server(tmp_path: Path) -> Iterator[str]:
 def test_streamable_http_round_trip(http_server: str, tmp_path: Path) -> None:
     async def main() -> None:
         with anyio.fail_after(SUBPROCESS_DEADLINE):
-            async with Client(http_server, read_timeout_seconds=60) as client:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {HTTP_TOKEN}"}, timeout=60)
+            async with http, Client(streamable_http_client(http_server, http_client=http),
+                                    read_timeout_seconds=60) as client:
                 added = await call(client, "remember", content="Runs Postgres 16", category="context")
                 listed = await call(client, "list_facts")
                 assert [f["id"] for f in listed["facts"]] == [added["fact"]["id"]]
                 assert "Runs Postgres 16" in await read(client, "memory://injection")
 
     anyio.run(main)
-    assert f"tiermem MCP server on {http_server}" in (tmp_path / "http.log").read_text()
+    log = (tmp_path / "http.log").read_text()
+    assert f"tiermem MCP server on {http_server}" in log and "bearer token required" in log

@@ -9,13 +9,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from functools import cached_property, partial
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.clock import Clock, SystemClock
+from tiermem.concurrency import lazy_property
 from tiermem.config import Settings, load_settings
 from tiermem.errors import InvalidInput
 from tiermem.facts.injection import CoreItem, Note, core_by_relevance, core_items, notes_from_hits, render_injection
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from tiermem.extract.apply import ExtractionReport
     from tiermem.models.protocols import ChatModel, Embedder
     from tiermem.plans.store import PlanStore
+    from tiermem.purge import PurgeReport
     from tiermem.queue.worker import UpdateQueue
     from tiermem.search.engine import SearchEngine
     from tiermem.search.indexer import IndexStatus, ReindexResult
@@ -86,8 +88,13 @@ class Memory:
         check_names(None if self._llm_object else self.settings.llm,
                     None if self._embedder_object else self.settings.embedder)
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.db = Database(self.root / DB_FILE)
+        from tiermem.redact import Redactor
+        from tiermem.tiers.paths import make_dirs
+
+        make_dirs(self.root)  # a root tiermem creates is 0700
+        self.db = Database(self.root / DB_FILE, redactor=Redactor(self.settings.redact_secrets),
+                           allow_symlinks=self.settings.allow_symlinks,
+                           synchronous=self.settings.sqlite_synchronous)
         self._repo = FactRepository(self.db)
         self._closed = False
         self._close_lock = threading.Lock()
@@ -101,7 +108,7 @@ class Memory:
         return row.fetchone() is not None
 
     # --- providers -------------------------------------------------------------------------
-    @cached_property
+    @lazy_property
     def llm(self) -> ChatModel | None:
         """The chat model: the object given, else the configured name (``none`` = no LLM)."""
         if self._llm_object is not None:
@@ -113,7 +120,7 @@ class Memory:
                                   max_retries=self.settings.provider_max_retries)
         return make_llm(self.settings.llm, options)
 
-    @cached_property
+    @lazy_property
     def embedder(self) -> Embedder:
         """The embedder: the object given, else the configured name (default ``local``)."""
         if self._embedder_object is not None:
@@ -126,7 +133,7 @@ class Memory:
         return make_embedder(self.settings.embedder, options)
 
     # --- Core tier: facts ------------------------------------------------------------------
-    @cached_property
+    @lazy_property
     def facts(self) -> FactStore:
         policy = FactPolicy(self.settings.fact_confidence_threshold, self.settings.max_facts,
                             self.settings.redact_secrets)
@@ -208,7 +215,7 @@ class Memory:
         """
         return self._search.search(self.scope, query, k, category, tier, since, until, include_pending, min_score)
 
-    @cached_property
+    @lazy_property
     def _search(self) -> SearchEngine:
         from tiermem.search.engine import SearchEngine
 
@@ -263,14 +270,14 @@ class Memory:
         return data
 
     # --- boulder state and system context (R54-R57) ---------------------------------------
-    @cached_property
+    @lazy_property
     def plans(self) -> PlanStore:
         """Work-in-progress plans of this scope (boulder state)."""
         from tiermem.plans.store import PlanStore
 
         return PlanStore(self.db, self.scope, self.clock)
 
-    @cached_property
+    @lazy_property
     def _system_context(self) -> SystemContext:
         from tiermem.syscontext.defaults import memory_system_context
 
@@ -328,8 +335,16 @@ class Memory:
         except Exception:  # the rows are restored; the next search embeds what is missing
             log.warning("could not embed the imported items now; the next search retries", exc_info=True)
 
+    def purge(self, fact_id: str | None = None, *, text: str | None = None, user: str | None = None,
+              dry_run: bool = False) -> PurgeReport:
+        """Erase for good one fact, a text (this user, every agent) or a whole user: rows, files,
+        versions, vectors; then VACUUM. ``dry_run`` only counts. See :mod:`tiermem.purge`."""
+        from tiermem.purge import purge
+
+        return purge(self, fact_id, text=text, user=user, dry_run=dry_run)
+
     # --- Context, Daily and Core tiers (R1-R13) and their search index (R43, R44) ----------
-    @cached_property
+    @lazy_property
     def _tiers(self) -> Tiers:
         from tiermem.storage.chunks import ChunkRepository
         from tiermem.tiers.assembly import Tiers
@@ -375,7 +390,7 @@ class Memory:
         return self._tiers.index.reindex()
 
     # --- the update queue (R28-R35) --------------------------------------------------------
-    @cached_property
+    @lazy_property
     def queue(self) -> UpdateQueue:
         """Debounced, durable background extraction: ``add``, ``add_nowait``, ``flush``."""
         from tiermem.queue.pending import PendingHits
@@ -387,7 +402,7 @@ class Memory:
         s = self.settings
         outbox = OutboxRepository(self.db)
         processor = QueueProcessor(self, outbox, FlushHashRepository(self.db), self._scoped)
-        policy = QueuePolicy(s.enabled, s.debounce_seconds, s.update_delay_seconds, s.queue_max_attempts)
+        policy = QueuePolicy.from_settings(s)
         queue = UpdateQueue(outbox, processor, partial(prepare_messages, scrub=s.redact_secrets), self.clock,
                             policy, self.scope)
         self._search.pending_sources.append(PendingHits(queue.pending, lambda: self.embedder))
@@ -414,7 +429,7 @@ class Memory:
     # --- Deep Dream (R36-R43) --------------------------------------------------------------
     _dream_scheduler: DreamScheduler | None = None
 
-    @cached_property
+    @lazy_property
     def _dreams(self) -> DreamRunner:
         from tiermem.dream.prompt import DreamBudget
         from tiermem.dream.runner import DreamRunner

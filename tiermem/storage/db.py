@@ -7,6 +7,12 @@ read-check-write sequence (dedup, cap) is atomic across processes.
 A file the process may not write (or in a directory it may not write, where SQLite cannot create
 its ``-wal``/``-shm`` files) is opened read-only: reads work, and a write raises
 :class:`StorageError` saying the store is read-only.
+
+The file and its ``-wal``/``-shm`` are ``0600``: set right after a read-write open creates or
+migrates them (SQLite gives later ``-wal``/``-shm`` files the database's mode). A database file that is a symlink
+leading out of its folder is refused (:class:`~tiermem.errors.UnsafePath`) unless
+``allow_symlinks``. :attr:`Database.redactor` is the store's redaction (R68): every repository
+passes what people and models wrote through it before it is written.
 """
 
 from __future__ import annotations
@@ -19,30 +25,53 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tiermem.errors import StorageError
+from tiermem.concurrency import FairLock
+from tiermem.errors import InvalidInput, StorageError, UnsafePath
+from tiermem.redact import REDACT, Redactor
+from tiermem.storage import integrity
 from tiermem.storage.migrations import MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 30_000
+SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}  # setting sqlite_synchronous -> PRAGMA synchronous
 
 
 class Database:
     """A SQLite file shared by threads (a connection each) and processes."""
 
-    def __init__(self, path: Path, read_only: bool | None = None) -> None:
+    def __init__(self, path: Path, read_only: bool | None = None, *, redactor: Redactor = REDACT,
+                 allow_symlinks: bool = False, synchronous: str = "normal") -> None:
         """``read_only``: ``None`` decides by the file system (read-only when an existing file or
-        its directory is not writable); read-only opens never migrate the schema."""
+        its directory is not writable); read-only opens never migrate the schema. ``redactor``:
+        the store's redaction (``redact_secrets``); ``allow_symlinks``: follow a database file
+        that is a link out of its folder."""
         self.path = path
+        self.redactor = redactor
+        if synchronous not in SYNCHRONOUS:
+            raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, got {synchronous!r}")
+        self.synchronous = synchronous  # "full": each commit is fsynced (docs/durability.md)
+        self.allow_symlinks = allow_symlinks  # the store's setting, for code that reads its files (export)
+        check_link(path, allow_symlinks)
         self.read_only = is_read_only(path) if read_only is None else read_only
         self._immutable = False  # read-only and SQLite cannot create the -shm file: no locking at all
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._writers = FairLock()  # this process's writes take turns in arrival order (no busy-wait sleeps)
         self._closed = False
-        if self.read_only:
-            self._check_schema()
-            return
-        with self.transaction() as conn:
-            migrate(conn)
+        integrity.check_file(path)  # damaged or emptied files are refused before SQLite touches them
+        try:
+            if self.read_only:
+                self._check_schema()
+                return
+            integrity.check_opened(self.conn, path, len(MIGRATIONS))
+            with self.transaction() as conn:
+                integrity.check_version(path, int(conn.execute("PRAGMA user_version").fetchone()[0]),
+                                        len(MIGRATIONS))
+                migrate(conn)
+            make_private(path)
+        except BaseException:
+            self.close()
+            raise
 
     def _check_schema(self) -> None:
         try:
@@ -51,6 +80,7 @@ class Database:
             self._drop_connections()
             self._immutable = True  # no -shm file and no right to create one
             version = int(self.rows("PRAGMA user_version", what="reading the schema version")[0][0])
+        version = integrity.check_opened(self.conn, self.path, len(MIGRATIONS))
         if version < len(MIGRATIONS):
             raise StorageError(f"{self.path} is read-only and needs a schema upgrade (version {version} < "
                                f"{len(MIGRATIONS)}); open it once with write access")
@@ -68,9 +98,11 @@ class Database:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if not self.read_only:
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[self.synchronous]}")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
+            if integrity.is_damage(exc):
+                raise integrity.damaged(self.path, str(exc)) from exc
             raise StorageError(f"cannot open {self.path}: {exc}") from exc
         conn.row_factory = sqlite3.Row
         return conn
@@ -93,11 +125,29 @@ class Database:
         try:
             return self.conn.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
+            if integrity.is_damage(exc):
+                raise integrity.damaged(self.path, str(exc)) from exc
             raise StorageError(f"{what} failed: {exc}") from exc
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); re-entrant per thread."""
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); re-entrant per thread. Threads
+        of this process queue for it first, in arrival order (other processes: SQLite's busy wait)."""
+        if self.read_only or self.conn.in_transaction:
+            with self._transaction() as conn:
+                yield conn
+            return
+        if not self._writers.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            raise StorageError(f"cannot start a write on {self.path}: another thread held it for "
+                               f"{BUSY_TIMEOUT_MS // 1000} s")
+        try:
+            with self._transaction() as conn:
+                yield conn
+        finally:
+            self._writers.release()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         if self.read_only:
             raise StorageError(f"{self.path} is read-only (no write permission): this needs to write")
         conn = self.conn
@@ -110,8 +160,10 @@ class Database:
             raise StorageError(f"cannot start a write on {self.path}: {exc}") from exc
         try:
             yield conn
-        except BaseException:
+        except BaseException as exc:
             conn.execute("ROLLBACK")
+            if integrity.is_damage(exc):  # the write met a damaged page: rolled back, nothing written
+                raise integrity.damaged(self.path, str(exc)) from exc
             raise
         try:
             conn.execute("COMMIT")
@@ -137,3 +189,28 @@ class Database:
 def is_read_only(path: Path) -> bool:
     """True when ``path`` exists and this process may not write it or its directory."""
     return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def check_link(path: Path, allow_symlinks: bool) -> None:
+    """Refuse a database file that is a symlink leading out of its folder (the memory root)."""
+    if allow_symlinks or not path.is_symlink():
+        return
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(Path(os.path.realpath(path.parent))):
+        raise UnsafePath(f"{path} is a symbolic link that leads outside the memory root (to {real}); tiermem does"
+                         " not follow it: remove the link, or set allow_symlinks = true", path)
+
+
+def make_private(path: Path) -> None:
+    """Set ``0600`` on the database file and its ``-wal``/``-shm`` where others may read them
+    (a new store, or one made by an older tiermem); SQLite creates later ``-wal``/``-shm`` files
+    with the database's mode. Files of another owner are left alone."""
+    if os.name != "posix":
+        return
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            info = os.stat(name)
+            if info.st_mode & 0o077:
+                os.chmod(name, 0o600)
+        except OSError:
+            continue  # absent, or another owner's file: leave it

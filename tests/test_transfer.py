@@ -47,7 +47,7 @@ def test_import_into_an_empty_root_answers_like_the_original(source: Path, tmp_p
         "MEMORY.md", "memory/2026-03-13.md", "memory/2026-03-14.md", "memory/dreams/2026-03-14.md"}
     assert {i["status"] for i in data["outbox"]} == {"pending", "dead"}
     for section in ("facts", "summaries", "tombstones", "audit", "plans", "core_versions", "dream_state",
-                    "consolidated_days", "flush_hashes", "embeddings"):
+                    "consolidated_prefix", "flush_hashes", "embeddings"):
         assert data[section], section
     target = tmp_path / "restored"
     with open_memory(target, clock) as restored:
@@ -123,7 +123,7 @@ def test_a_scope_export_holds_only_that_scope(source: Path, clock: FakeClock) ->
     assert data["scope"] == {"user_id": "bob", "agent_name": "default"}
     assert data == _export(source, clock, user_id="bob")
     rows = [r for section in ("facts", "summaries", "tombstones", "audit", "outbox", "extracted_hashes",
-                              "core_versions", "dream_state", "consolidated_days") for r in data[section]]
+                              "core_versions", "dream_state", "consolidated_prefix") for r in data[section]]
     assert rows and {r["user_id"] for r in rows} == {"bob"}
     assert {r.get("agent_name", "default") for r in rows} == {"default"}
     assert {f["user_id"] for f in data["files"]} == {"bob"}

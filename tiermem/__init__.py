@@ -14,7 +14,9 @@ from tiermem.errors import (
     NotFound,
     ProviderError,
     StorageError,
+    StoreDamaged,
     TiermemError,
+    UnsafePath,
 )
 from tiermem.memory import Memory
 from tiermem.types import CATEGORIES, AuditEntry, Fact, Scope, SearchHit
@@ -37,5 +39,7 @@ __all__ = [
     "Scope",
     "SearchHit",
     "StorageError",
+    "StoreDamaged",
     "TiermemError",
+    "UnsafePath",
 ]

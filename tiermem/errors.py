@@ -39,6 +39,29 @@ class StorageError(TiermemError):
     """The database could not be read or written."""
 
 
+class StoreDamaged(StorageError):
+    """The database file is damaged: truncated, not a SQLite file, failing SQLite's integrity
+    check, or emptied (zero bytes) beside existing Daily files or ``MEMORY.md``. Nothing was
+    written to it; ``tiermem doctor --repair`` rebuilds the store beside it and keeps it as
+    ``tiermem.db.damaged-<time>``. ``path`` is the file, ``reason`` what is wrong with it."""
+
+    def __init__(self, message: str, path: object = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+
+class UnsafePath(InvalidInput):
+    """A file or folder inside the memory root is a symbolic link that leads outside it (a
+    ``users/<id>`` folder, ``memory/``, a Daily file, ``MEMORY.md``, the database ...). tiermem
+    refuses to read or write through it unless the setting ``allow_symlinks = true``; nothing was
+    read or written. ``path`` is the link (or the path that passes through it)."""
+
+    def __init__(self, message: str, path: object = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class ProviderError(TiermemError):
     """An LLM or embedding provider failed (after its retries)."""
 

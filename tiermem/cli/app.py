@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tiermem.errors import TiermemError
+from tiermem.storage.integrity import REPAIR_HINT, is_damage
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory
@@ -96,10 +98,21 @@ class TiermemGroup(click.Group):
             if state is not None and state.debug:
                 raise
             if isinstance(exc, OSError):
-                raise click.ClickException(os_error_text(exc)) from exc
+                raise click.ClickException(one_line(os_error_text(exc))) from exc
             if isinstance(exc, UnicodeDecodeError):
-                raise click.ClickException(f"not UTF-8 text: {exc}") from exc
-            raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+                raise click.ClickException(one_line(f"not UTF-8 text: {exc}")) from exc
+            raise click.ClickException(one_line(str(exc)) or type(exc).__name__) from exc
+        except sqlite3.DatabaseError as exc:  # damage met past the checks made when the store opened
+            if not is_damage(exc) or (isinstance(ctx.obj, CliState) and ctx.obj.debug):
+                raise
+            raise click.ClickException(f"the database is damaged: {exc}; {REPAIR_HINT}") from exc
+
+
+def one_line(message: str) -> str:
+    """The first line of ``message`` (cut at any line break), printable on any terminal: lone
+    surrogates (from bytes that were not UTF-8) are shown as ``\\udcff`` escapes, not a crash."""
+    lines = message.strip().splitlines()
+    return lines[0].encode("utf-8", "backslashreplace").decode("utf-8") if lines else ""
 
 
 @click.group(cls=TiermemGroup, context_settings={"help_option_names": ["-h", "--help"]})

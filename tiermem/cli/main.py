@@ -14,6 +14,8 @@ COMMAND_MODULES = (
     "tiermem.cli.dream",
     "tiermem.cli.tiers",
     "tiermem.cli.demo",
+    "tiermem.cli.doctor",
+    "tiermem.cli.purge",
 )
 
 for _module in COMMAND_MODULES:

@@ -12,9 +12,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from tiermem import validate
 from tiermem.cli.app import cli, json_option, print_json, state_of
 from tiermem.config import CONFIG_FILE
-from tiermem.errors import InvalidInput
+from tiermem.tiers.paths import make_dirs, write_private
 from tiermem.types import Scope
 
 _TEMPLATE = """\
@@ -42,10 +43,10 @@ def init(ctx: click.Context) -> None:
       tiermem --root ~/.tiermem init
     """
     state = state_of(ctx)
-    state.root.mkdir(parents=True, exist_ok=True)
+    make_dirs(state.root)  # 0700
     config = state.root / CONFIG_FILE
     if not config.exists():
-        config.write_text(_TEMPLATE, encoding="utf-8")
+        write_private(config, _TEMPLATE.encode("utf-8"))  # 0600: it may hold a database password
     state.memory(announce=False)
     click.echo(f"initialised {state.root.resolve()}")
 
@@ -92,7 +93,7 @@ def export(ctx: click.Context, file: Path | None) -> None:
         return
     temp = file.with_name(f".{file.name}.tmp")
     try:
-        temp.write_text(text, encoding="utf-8")
+        write_private(temp, text.encode("utf-8"))  # 0600: a backup holds everything the store holds
         os.replace(temp, file)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -129,10 +130,8 @@ def import_(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> Non
         raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
     except OSError as exc:
         raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
-    try:
-        data: Any = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"{file}: not a JSON export ({exc})") from exc
+    source = "export file " + ("stdin" if str(file) == "-" else str(file))
+    data: Any = validate.json_value(validate.utf8(raw, source), source)
     counts = state_of(ctx).memory().import_(data, replace=replace)
     if as_json:
         print_json(counts)

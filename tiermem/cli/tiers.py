@@ -162,10 +162,10 @@ def ingest(ctx: click.Context, file: Path, as_json: bool) -> None:
       TIERMEM_LLM=openai:gpt-4o-mini tiermem ingest chat.jsonl
     """
     from tiermem.ingest import ingest as run_ingest
-    from tiermem.ingest import parse_transcript
+    from tiermem.ingest import read_transcript
 
-    text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
-    messages = parse_transcript(text)  # a bad transcript changes nothing, not even creates the store
+    raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
+    messages = read_transcript(raw, "stdin" if str(file) == "-" else str(file))  # bad: nothing changes, no store
     mem = state_of(ctx).memory()
     with progress_bar("ingesting", not as_json and sys.stderr.isatty()) as update:
         report = run_ingest(mem, messages, progress=update)

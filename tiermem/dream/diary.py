@@ -9,12 +9,14 @@ unsupported by the sources (R40) and, for a forced rewrite, the prior bullets it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
 
 from tiermem.errors import StorageError
 from tiermem.tiers.markdown import fold
+from tiermem.tiers.paths import make_dirs, open_private
 
 DIARY_TITLE = "# Dream Diary: {day}"
 
@@ -44,8 +46,9 @@ def append_diary(directory: Path, day: date, entry: str) -> Path:
     """Append ``entry`` to the diary of ``day`` (created with its title); returns its path."""
     path = directory / f"{day.isoformat()}.md"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+", encoding="utf-8") as handle:
+        make_dirs(directory)  # 0700 folders, a 0600 file, never written through a symlink
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+        with os.fdopen(open_private(path, flags), "a+", encoding="utf-8") as handle:
             handle.seek(0)
             old = handle.read()
             prefix = f"{DIARY_TITLE.format(day=day.isoformat())}\n\n" if not old else (

@@ -15,8 +15,9 @@ Order of a run, each step able to end it:
 8. ``dry_run`` stops here (``skipped``, with the diff); ``MEMORY.md`` changed since step 5 (a hand
    edit during the LLM call) -> ``refused``; otherwise keep the old ``MEMORY.md`` as a version,
    replace the file atomically (which re-indexes it), append the diary, mark consolidated the
-   days read whole and unchanged since (never a day with records left out) and store the hash
-   -> ``written``.
+   days read whole — each mark names the bytes the dream read (length and SHA-256), so a record
+   appended since, or a hand edit, keeps the file from retention (R12); never a day with records
+   left out — and store the hash -> ``written``.
 
 Provider failures raise :class:`~tiermem.errors.ProviderError`; nothing is written then.
 """
@@ -43,11 +44,12 @@ from tiermem.errors import DreamError, NotFound, ProviderError, TiermemError
 from tiermem.storage.dreams import CoreVersion, DreamRepository
 from tiermem.tiers.core import parse_core
 from tiermem.tiers.markdown import parse_records
+from tiermem.tiers.paths import FILE_MODE, make_dirs
 
 if TYPE_CHECKING:
     from tiermem.models.protocols import ChatModel, Embedder
     from tiermem.tiers.core import CoreFile
-    from tiermem.tiers.daily import DailyJournal
+    from tiermem.tiers.daily import DailyJournal, DaySnapshot
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +125,15 @@ class _Plan:
     diff: str
 
 
+def file_lines(text: str) -> list[str]:
+    """The lines of a file's text as the file has them (``\\n`` ends a line; ``\\u2028``, form feed
+    and the other breaks of ``str.splitlines`` do not), each with its ``\\n``."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
 def unified_diff(before: str, after: str) -> str:
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+    lines = difflib.unified_diff(file_lines(before), file_lines(after),
                                  "MEMORY.md (before)", "MEMORY.md (after)")
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
@@ -170,8 +179,8 @@ class DreamRunner:
     def _lock(self, timeout: float) -> Any:
         from filelock import FileLock
 
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(self.lock_path, timeout=timeout)
+        make_dirs(self.lock_path.parent)
+        return FileLock(self.core.paths.inside(self.lock_path), timeout=timeout, mode=FILE_MODE)
 
     def window(self, lookback_days: int) -> list[date]:
         """The ``lookback_days`` most recent days up to and including today, oldest first."""
@@ -194,8 +203,9 @@ class DreamRunner:
             lock.release()
 
     def _run_locked(self, lookback_days: int, force: bool, dry_run: bool) -> DreamResult:
-        dailies = [DailySource(day, text) for day in self.window(lookback_days)
-                   if has_records(text := self.daily.read(day))]
+        snapshots = [snap for day in self.window(lookback_days)
+                     if (snap := self.daily.snapshot(day)) is not None and has_records(snap.text)]
+        dailies = [DailySource(snap.day, snap.text) for snap in snapshots]
         days = [d.day.isoformat() for d in dailies]
         if not dailies:
             return DreamResult("skipped", f"no daily records in the last {lookback_days} day(s); "
@@ -210,12 +220,12 @@ class DreamRunner:
             return DreamResult("skipped", "no LLM configured: pass llm=... or set TIERMEM_LLM "
                                           "(e.g. openai:gpt-4o-mini)", days, dry_run=dry_run)
         read = fit_to_budget(dailies, self.budget.input_tokens)
-        result = self._dream(llm, read, dailies, digest, force, dry_run)
+        result = self._dream(llm, read, snapshots, digest, force, dry_run)
         return replace(result, left_out=read.left_out, partial_days=[d.isoformat() for d in read.partial_days])
 
-    def _dream(self, llm: ChatModel, read: DreamInput, dailies: list[DailySource], digest: str, force: bool,
+    def _dream(self, llm: ChatModel, read: DreamInput, snapshots: list[DaySnapshot], digest: str, force: bool,
                dry_run: bool) -> DreamResult:
-        """Steps 5-8 over what fits the input budget (``dailies``: the whole window, as read)."""
+        """Steps 5-8 over what fits the input budget (``snapshots``: the whole window, as read)."""
         before = self.core.read()
         prior = [item for section in parse_core(before) for item in section.items]
         days = [d.day.isoformat() for d in read.dailies]
@@ -233,9 +243,8 @@ class DreamRunner:
         if self.core.read() != before:  # edited by hand (or another writer) while the model thought
             return DreamResult("refused", "MEMORY.md changed while the dream ran; nothing written (dream again)",
                                days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior))
-        texts = {d.day: d.text for d in dailies}
-        unchanged = [day for day in read.whole_days if self.daily.read(day) == texts[day]]
-        return self._write(plan, before, days, digest, len(prior), unchanged, read.note(self.budget.input_tokens))
+        whole = [snap for snap in snapshots if snap.day in read.whole_days]  # the bytes read, not the file now
+        return self._write(plan, before, days, digest, len(prior), whole, read.note(self.budget.input_tokens))
 
     def _ask(self, llm: ChatModel, before: str, dailies: list[DailySource]) -> str:
         today = self.clock.now().astimezone(self.tz).date()
@@ -271,10 +280,11 @@ class DreamRunner:
         return _Plan(text, kept, dropped, verdict.lost, verdict.forced, parsed.diary, diff)
 
     def _write(self, plan: _Plan, before: str, days: list[str], digest: str, prior_count: int,
-               consolidated: list[date], note: str) -> DreamResult:
+               consolidated: list[DaySnapshot], note: str) -> DreamResult:
         """Keep the old text as a version, write ``MEMORY.md`` and the diary, mark ``consolidated``
-        (the days read whole and unchanged since), store the hash."""
+        (the days read whole, as they were read), store the hash."""
         now = self.clock.now()
+        self.core.paths.inside(self.core.paths.dreams_dir)  # a link out of the root: UnsafePath, nothing written
         version_id = self.repo.save_version(self.user_id, before, self.core.path.exists(), "dream", now)
         try:
             self.core.write(plan.text)  # atomic; its listener re-indexes MEMORY.md (R43)
@@ -285,8 +295,8 @@ class DreamRunner:
         entry = diary_entry(now.astimezone(self.tz), plan.diary, days, prior_count, len(plan.bullets),
                             version_id, [(d.text, d.reason) for d in plan.dropped], plan.lost if plan.forced else [],
                             note)
-        diary = append_diary(self.core.paths.dreams_dir, now.astimezone(self.tz).date(), entry)
-        self.daily.mark_consolidated(consolidated)
+        diary = append_diary(self.core.paths.dreams_dir, now.astimezone(self.tz).date(), self.core.clean(entry))
+        self.daily.mark_read(consolidated)
         self.repo.set_state(self.user_id, digest, days, now)
         log.info("Deep Dream wrote MEMORY.md for user %r: %d -> %d bullets, %d dropped", self.user_id,
                  prior_count, len(plan.bullets), len(plan.dropped))

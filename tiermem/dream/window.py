@@ -5,10 +5,13 @@ message may be 100,000 characters). The dream therefore reads the window *newest
 the most recent back, and within a day from its last record back, while the text fits the budget.
 The oldest records of the window are left out, and the result and the diary say how many.
 
-- A day whose records were all read is *whole*: the dream may mark it consolidated.
+- A day whose records were all read is *whole*: the dream marks it consolidated, naming the bytes
+  it read (length and SHA-256), so retention removes the file only while it is still exactly
+  those bytes — nothing appended or edited since (R12).
 - A day with records left out is *partial* (or not read at all): it is never marked consolidated,
   so retention keeps what no dream has read (R12). Once one record does not fit, every older one is
-  left out too: the text sent is always the most recent part of the window.
+  left out too: the text sent is always the most recent part of the window. (A mark an earlier
+  dream made of the day stays: it names bytes that dream did read.)
 - A day read from record ``k`` on starts with a line that says how many earlier records were left
   out, then the heading of the block its first record belongs to.
 - When even the newest record alone is over the budget, its beginning is read up to the budget and

@@ -1,8 +1,14 @@
 """``mem.facts``: create, read, update and delete facts with the rules of R14-R19, R26, R27.
 
 Every rule that skips or removes something logs it and writes an audit entry: duplicates
-(casefolded, whitespace-folded content), low confidence, the ``max_facts`` cap (lowest
-confidence evicted, oldest first), and tombstoned content coming back from extraction.
+(casefolded, whitespace-folded content), low confidence, tombstoned content coming back from
+extraction, and the ``max_facts`` cap (R18): over it, a new fact competes with the kept ones on
+confidence — weaker than every kept fact, it is skipped; otherwise the weakest kept fact is
+evicted (older first on ties: earlier ``created_at``, then earlier insertion). Facts of the
+``"import"`` origin do not compete (an import restores; it never re-admits).
+
+A batch counts the scope's facts once and keeps the count as it adds and evicts, and the eviction
+candidate is one index seek, so ``add_many`` of n facts costs O(n log N) whatever the scope's size N.
 """
 
 from __future__ import annotations
@@ -12,13 +18,13 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tiermem import validate
 from tiermem.clock import Clock, utc_iso
 from tiermem.errors import FactNotFound, InvalidInput
-from tiermem.redact import redact
+from tiermem.redact import redact, redact_id
 from tiermem.storage.facts import FactRepository
 from tiermem.types import SUMMARY_KEYS, AuditEntry, Fact, Scope
 
@@ -63,6 +69,18 @@ class Admission:
     item: NewFact
     fact: Fact | None
     reason: str | None
+
+
+@dataclass
+class _Batch:
+    """One :meth:`FactStore.admit` call inside its transaction (which holds the write lock, so no
+    other writer changes the scope meanwhile): ``count`` is the scope's fact count, counted once
+    and then kept up to date as facts are added and evicted."""
+
+    origin: Origin
+    run_id: str | None
+    count: int
+    events: list[tuple[str, Fact]] = field(default_factory=list)
 
 
 class FactStore:
@@ -112,35 +130,38 @@ class FactStore:
     ) -> list[Admission]:
         """Like :meth:`add_many`, but each result also says why an item was skipped."""
         results: list[Admission] = []
-        events: list[tuple[str, Fact]] = []
         with self.repo.atomic():
+            batch = _Batch(origin, run_id, self.repo.count(self.scope))
             for item in items:
-                results.append(self._admit(self._scrubbed(item), origin, run_id, events))
-        self._notify(events)
+                results.append(self._admit(self._scrubbed(item), batch))
+        self._notify(batch.events)
         return results
 
     def _scrubbed(self, item: NewFact) -> NewFact:
         """R68: secrets never reach the database."""
-        return replace(item, content=redact(item.content)) if self.policy.redact_secrets else item
+        if not self.policy.redact_secrets:
+            return item
+        source = None if item.source is None else redact_id(item.source)  # a thread id may hold a secret
+        return replace(item, content=redact(item.content), source=source)
 
-    def _admit(self, item: NewFact, origin: Origin, run_id: str | None, events: list[tuple[str, Fact]]) -> Admission:
+    def _admit(self, item: NewFact, batch: _Batch) -> Admission:
         norm = validate.normalise(item.content)
-        skip = self._skip_reason(item, norm, origin)
+        skip = self._skip_reason(item, norm, batch.origin) or self._make_room(item, batch)
         if skip:
             log.info("fact skipped (%s): %r", skip, item.content[:120])
-            self._audit("skipped", None, item.content, skip, item.source, run_id)
+            self._audit("skipped", None, item.content, skip, item.source, batch.run_id)
             return Admission(item, None, skip)
-        if origin == "user":
+        if batch.origin == "user":
             self.repo.remove_tombstone(self.scope, norm)  # a person may bring deleted content back
-        while self.repo.count(self.scope) >= self.policy.max_facts:
-            self._evict(run_id, events)
         now = self.clock.now()
         fact = Fact(self._new_id(), item.content, item.category, item.confidence, now, now, item.source,
                     self.scope.user_id, self.scope.agent_name)
         while not self.repo.insert(fact, norm):
             fact = replace(fact, id=self._new_id())
-        self._audit("added", fact.id, fact.content, f"{origin}, confidence {fact.confidence:.2f}", item.source, run_id)
-        events.append(("added", fact))
+        batch.count += 1
+        self._audit("added", fact.id, fact.content, f"{batch.origin}, confidence {fact.confidence:.2f}",
+                    item.source, batch.run_id)
+        batch.events.append(("added", fact))
         return Admission(item, fact, None)
 
     def _skip_reason(self, item: NewFact, norm: str, origin: Origin) -> str | None:
@@ -153,15 +174,30 @@ class FactStore:
             return "tombstoned: deleted or corrected before"
         return None
 
-    def _evict(self, run_id: str | None, events: list[tuple[str, Fact]]) -> None:
-        victim = self.repo.lowest(self.scope)
-        if victim is None:  # pragma: no cover - count said there was one
-            return
+    def _make_room(self, item: NewFact, batch: _Batch) -> str | None:
+        """R18: while the scope is full, the new fact competes with the weakest kept one. Weaker
+        than it (so weaker than every kept fact): the reason to skip the new fact. Otherwise (a
+        tie included) the weakest kept fact is evicted. Import does not compete."""
+        limit = self.policy.max_facts
+        while batch.origin != "import" and batch.count >= limit:
+            weakest = self.repo.lowest(self.scope)
+            if weakest is None:  # pragma: no cover - the count is kept under the write lock
+                batch.count = 0
+                break
+            if item.confidence < weakest.confidence:
+                return (f"max_facts {limit} reached; confidence {item.confidence:.2f} is below every kept fact"
+                        f" (weakest: {weakest.id}, confidence {weakest.confidence:.2f})")
+            self._evict(weakest, item, batch)
+        return None
+
+    def _evict(self, victim: Fact, item: NewFact, batch: _Batch) -> None:
         self.repo.delete(self.scope, victim.id)
-        reason = f"max_facts {self.policy.max_facts} reached; lowest confidence {victim.confidence:.2f}"
+        batch.count -= 1
+        reason = (f"max_facts {self.policy.max_facts} reached; lowest confidence {victim.confidence:.2f},"
+                  f" made room for a fact of confidence {item.confidence:.2f}")
         log.info("fact %s evicted (%s)", victim.id, reason)
-        self._audit("evicted", victim.id, victim.content, reason, victim.source, run_id)
-        events.append(("deleted", victim))
+        self._audit("evicted", victim.id, victim.content, reason, victim.source, batch.run_id)
+        batch.events.append(("deleted", victim))
 
     @staticmethod
     def _new_id() -> str:
@@ -272,11 +308,16 @@ class FactStore:
         return {key: text for key, (text, _) in self.repo.summaries(self.scope).items() if text}
 
     def set_summaries(self, updates: dict[str, str], run_id: str | None = None) -> None:
-        for key in updates:
+        if not isinstance(updates, dict):
+            raise InvalidInput(f"summaries must be a dict of name -> text, got {type(updates).__name__}")
+        for key, value in updates.items():
             if key not in SUMMARY_KEYS:
                 raise InvalidInput(f"unknown summary {key!r}; expected one of {', '.join(SUMMARY_KEYS)}")
+            if not isinstance(value, str) or value.strip():  # "" clears a summary
+                validate.text(value, f"summary {key}", validate.MAX_CONTENT_CHARS)
         at = utc_iso(self.clock.now())
         with self.repo.atomic():
             for key, text in updates.items():
-                self.repo.set_summary(self.scope, key, text.strip(), at)
-                self._audit("summary", None, text.strip()[:500], f"{key} updated", None, run_id)
+                text = redact(text.strip()) if self.policy.redact_secrets else text.strip()  # before the cut
+                self.repo.set_summary(self.scope, key, text, at)
+                self._audit("summary", None, text[:500], f"{key} updated", None, run_id)

@@ -121,9 +121,7 @@ def status(value: Any) -> str:
 
 
 def plan_id(value: Any) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"plan id must be a string, got {type(value).__name__}")
-    return value
+    return validate.identifier(value, "plan id")
 
 
 def is_plan_id(value: str) -> bool:

@@ -10,6 +10,8 @@ Rules:
 - Items of a completed or abandoned plan cannot be checked; checking a checked item changes nothing.
 - Every change is one ``BEGIN IMMEDIATE`` read-modify-write, so two processes checking items of
   the same plan never lose an update. A failed call changes nothing.
+- Secrets in titles, checklists and session ids are redacted (R68, the store's ``redact_secrets``)
+  before the plan is stored, and the plan returned is the one stored.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tiermem.errors import InvalidInput, NotFound
 from tiermem.plans import plan as checks
 from tiermem.plans.plan import MAX_SESSION_IDS, OPEN_STATUSES, Plan, set_item
 from tiermem.storage.db import Database
-from tiermem.storage.plans import PlanRepository
+from tiermem.storage.plans import PlanRepository, redacted
 from tiermem.types import Scope
 
 log = logging.getLogger(__name__)
@@ -56,10 +58,10 @@ class PlanStore:
         markdown = checks.normalise_checklist(checklist)
         sessions = (validate.thread_id(session_id),) if session_id is not None else ()
         with self.db.transaction():
-            self._pause_active(except_id=None)
             now = self.clock.now()
-            plan = Plan(self._new_id(), name, markdown, "active", now, now, sessions,
-                        self.scope.user_id, self.scope.agent_name)
+            plan = redacted(Plan(self._new_id(), name, markdown, "active", now, now, sessions,
+                                 self.scope.user_id, self.scope.agent_name), self.db.redactor)
+            self._pause_active(except_id=None)
             while not self.repo.insert(plan):
                 plan = replace(plan, id=self._new_id())
         log.info("plan %s started: %s", plan.id, plan.title)
@@ -111,7 +113,7 @@ class PlanStore:
 
     def attach_session(self, plan_id: str, session_id: str) -> Plan:
         """Record that ``session_id`` worked on the plan (kept once, most recent last)."""
-        session = validate.thread_id(session_id)
+        session = self.db.redactor.ident(validate.thread_id(session_id))  # as stored
 
         def change(plan: Plan) -> Plan:
             self._require_open(plan, "attach a session to")

@@ -3,7 +3,8 @@
 A file is indexed as a list of chunks with line ranges, so hits can cite
 ``memory/2026-03-14.md#L12-L14``. ``indexed_files`` remembers each file's hash, so a file edited
 by hand (even while no process ran) is noticed and re-indexed. Files belong to a user; their rows
-carry ``agent_name = '*'`` (all agents of the user share them).
+carry ``agent_name = '*'`` (all agents of the user share them). A chunk's text is redacted before
+it is stored (R68), so a secret typed into ``MEMORY.md`` or a Daily file by hand is not indexed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tiermem.storage.db import Database
 
@@ -76,6 +77,7 @@ class ChunkRepository:
 
     def replace_file(self, user_id: str, path: str, file_sha256: str, chunks: Sequence[Chunk]) -> list[int]:
         """Make ``chunks`` the whole index of ``path`` (atomic); returns the new row ids."""
+        chunks = self._clean(chunks)
         with self.db.transaction() as conn:
             old = [int(r[0]) for r in conn.execute(
                 "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
@@ -94,6 +96,7 @@ class ChunkRepository:
                       chunks: Sequence[Chunk]) -> list[int] | None:
         """Add ``chunks`` of text appended to ``path`` if the index still holds the file as it was
         before the append (hash ``expected_sha256``); ``None`` (nothing changed) otherwise."""
+        chunks = self._clean(chunks)
         with self.db.transaction() as conn:
             row = conn.execute("SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?",
                                (user_id, path)).fetchone()
@@ -104,6 +107,10 @@ class ChunkRepository:
                          (file_sha256, user_id, path))
         self._emit("added", new)
         return new
+
+    def _clean(self, chunks: Sequence[Chunk]) -> list[Chunk]:
+        """``chunks`` with their text redacted (line ranges unchanged: citations still hold)."""
+        return [replace(c, text=self.db.redactor.text(c.text)) for c in chunks]
 
     def forget_file(self, user_id: str, path: str) -> None:
         """Drop a file that no longer exists from the index."""

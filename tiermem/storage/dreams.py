@@ -31,7 +31,7 @@ class CoreVersion:
 
     @property
     def bullets(self) -> int:
-        return sum(1 for line in self.content.splitlines() if line.lstrip().startswith(("- ", "* ", "+ ")))
+        return sum(1 for line in self.content.split("\n") if line.lstrip().startswith(("- ", "* ", "+ ")))
 
     def to_dict(self, with_content: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -72,6 +72,8 @@ class DreamRepository:
         self.db = db
 
     def save_version(self, user_id: str, content: str, existed: bool, cause: str, at: datetime) -> int:
+        """Keep ``content`` (redacted, R68: a hand edit's secret is not kept) as a version; returns its id."""
+        content = self.db.redactor.text(content)
         digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
         with self.db.transaction() as conn:
             cur = conn.execute(

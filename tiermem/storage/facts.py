@@ -2,21 +2,33 @@
 
 Methods run on the calling thread's connection; wrap read-check-write sequences in
 ``repo.atomic()`` so they hold the write lock (see :class:`~tiermem.storage.db.Database`).
+Every write passes its texts through the store's redaction (``db.redactor``, R68): contents,
+summaries, audit reasons, and sources (thread ids) as identifiers.
 """
 
 from __future__ import annotations
 
 import builtins
+import hashlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from tiermem.clock import parse_utc, utc_iso
 from tiermem.storage.db import Database
 from tiermem.types import AuditEntry, Fact, Scope
+from tiermem.validate import normalise
 
 _FACT_COLUMNS = "id, user_id, agent_name, content, category, confidence, created_at, updated_at, source"
+TOMBSTONE_HASH_PREFIX = "sha256:"
+
+
+def tombstone_key(norm: str) -> str:
+    """The ``norm`` a purged tombstone keeps instead of the text: ``sha256:`` + the hex SHA-256 of
+    the casefolded, whitespace-folded text (``validate.normalise``); its ``content`` is empty."""
+    return TOMBSTONE_HASH_PREFIX + hashlib.sha256(norm.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 def _fact(row: sqlite3.Row) -> Fact:
@@ -47,6 +59,7 @@ class FactRepository:
     # --- facts -----------------------------------------------------------------------------
     def insert(self, fact: Fact, norm: str) -> bool:
         """Insert; ``False`` if the id is taken (the caller draws another)."""
+        fact, norm = self._clean(fact, norm)
         try:
             self.db.conn.execute(
                 f"INSERT INTO facts ({_FACT_COLUMNS}, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -97,15 +110,27 @@ class FactRepository:
         return int(row[0])
 
     def lowest(self, scope: Scope) -> Fact | None:
-        """The eviction candidate: lowest confidence, oldest first on ties."""
+        """The eviction candidate: lowest confidence, oldest first on ties (``created_at``, then
+        insertion order: a batch's facts share one timestamp). One seek in the index
+        ``facts_scope_rank`` (user, agent, confidence, created_at — and the rowid every SQLite
+        index ends with), however many facts the scope holds."""
         row = self.db.conn.execute(
             f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? AND agent_name = ?"
-            " ORDER BY confidence ASC, created_at ASC, id ASC LIMIT 1",
+            " ORDER BY confidence ASC, created_at ASC, rowid ASC LIMIT 1",
             (scope.user_id, scope.agent_name),
         ).fetchone()
         return _fact(row) if row else None
 
+    def _clean(self, fact: Fact, norm: str) -> tuple[Fact, str]:
+        """``fact`` with its content and source redacted (``norm`` follows a changed content)."""
+        content = self.db.redactor.text(fact.content)
+        source = self.db.redactor.optional_ident(fact.source)
+        if content == fact.content and source == fact.source:
+            return fact, norm
+        return replace(fact, content=content, source=source), normalise(content) if content != fact.content else norm
+
     def update(self, fact: Fact, norm: str) -> None:
+        fact, norm = self._clean(fact, norm)
         self.db.conn.execute(
             "UPDATE facts SET content = ?, norm = ?, category = ?, confidence = ?, updated_at = ?"
             " WHERE id = ? AND user_id = ? AND agent_name = ?",
@@ -126,6 +151,9 @@ class FactRepository:
 
     # --- audit -----------------------------------------------------------------------------
     def audit(self, scope: Scope, entry: AuditEntry) -> None:
+        clean = self.db.redactor
+        entry = replace(entry, content=clean.optional(entry.content), reason=clean.text(entry.reason),
+                        source=clean.optional_ident(entry.source))
         self.db.conn.execute(
             "INSERT INTO audit (user_id, agent_name, at, action, fact_id, content, reason, source, run_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -152,6 +180,9 @@ class FactRepository:
 
     # --- tombstones ------------------------------------------------------------------------
     def add_tombstone(self, scope: Scope, norm: str, content: str, reason: str, at: str) -> None:
+        cleaned = self.db.redactor.text(content)
+        if cleaned != content:
+            content, norm = cleaned, normalise(cleaned)
         self.db.conn.execute(
             "INSERT INTO tombstones (user_id, agent_name, norm, content, reason, at) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (user_id, agent_name, norm) DO UPDATE SET reason = excluded.reason, at = excluded.at",
@@ -159,16 +190,17 @@ class FactRepository:
         )
 
     def is_tombstoned(self, scope: Scope, norm: str) -> bool:
+        """A tombstone holds ``norm`` itself, or only its hash after a purge (:func:`tombstone_key`)."""
         row = self.db.conn.execute(
-            "SELECT 1 FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm = ?",
-            (scope.user_id, scope.agent_name, norm),
+            "SELECT 1 FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm IN (?, ?)",
+            (scope.user_id, scope.agent_name, norm, tombstone_key(norm)),
         ).fetchone()
         return row is not None
 
     def remove_tombstone(self, scope: Scope, norm: str) -> None:
         self.db.conn.execute(
-            "DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm = ?",
-            (scope.user_id, scope.agent_name, norm),
+            "DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm IN (?, ?)",
+            (scope.user_id, scope.agent_name, norm, tombstone_key(norm)),
         )
 
     def tombstones(self, scope: Scope) -> builtins.list[dict[str, str]]:
@@ -188,6 +220,7 @@ class FactRepository:
         return {r["key"]: (r["summary"], r["updated_at"]) for r in rows}
 
     def set_summary(self, scope: Scope, key: str, summary: str, at: str) -> None:
+        summary = self.db.redactor.text(summary)
         self.db.conn.execute(
             "INSERT INTO summaries (user_id, agent_name, key, summary, updated_at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (user_id, agent_name, key) DO UPDATE SET summary = excluded.summary,"

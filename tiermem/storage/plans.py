@@ -1,7 +1,8 @@
 """SQL for plans: one row per plan, the plan as JSON in ``data`` plus indexed scope/status columns.
 
 A partial unique index allows at most one ``active`` plan per (user, agent). Methods run on the
-calling thread's connection; wrap read-modify-write sequences in ``db.transaction()``.
+calling thread's connection; wrap read-modify-write sequences in ``db.transaction()``. Every write
+redacts the plan first (:func:`redacted`: title, checklist, session ids; R68).
 The export section (:func:`dump_plans`, :func:`restore_plans`) writes the stored records back exactly.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from tiermem.clock import utc_iso
 from tiermem.errors import ImportConflict, StorageError
 from tiermem.plans.plan import Plan
+from tiermem.redact import Redactor
 from tiermem.storage.db import Database
 from tiermem.types import Scope
 
@@ -48,6 +50,14 @@ def _update(conn: sqlite3.Connection, plan: Plan) -> None:
         " data = ? WHERE id = ?", (*_values(plan)[1:], plan.id))
 
 
+def redacted(plan: Plan, redactor: Redactor) -> Plan:
+    """``plan`` with its title, checklist and session ids redacted, checked again as a stored
+    record must be (``InvalidInput`` when a redacted text no longer fits, e.g. a longer title)."""
+    clean = evolve(plan, title=redactor.text(plan.title), checklist=redactor.text(plan.checklist),
+                   session_ids=tuple(redactor.ident(s) for s in plan.session_ids))
+    return plan if clean == plan else Plan.from_record(clean.to_record())
+
+
 class PlanRepository:
     """Plans of every scope in one database."""
 
@@ -57,7 +67,7 @@ class PlanRepository:
     def insert(self, plan: Plan) -> bool:
         """Insert; ``False`` if the id is taken (the caller draws another)."""
         try:
-            _insert(self.db.conn, plan)
+            _insert(self.db.conn, redacted(plan, self.db.redactor))
         except sqlite3.IntegrityError:
             if self.id_exists(plan.id):
                 return False
@@ -68,7 +78,7 @@ class PlanRepository:
         return self.db.conn.execute("SELECT 1 FROM plans WHERE id = ?", (plan_id,)).fetchone() is not None
 
     def update(self, plan: Plan) -> None:
-        _update(self.db.conn, plan)
+        _update(self.db.conn, redacted(plan, self.db.redactor))
 
     def get(self, scope: Scope, plan_id: str) -> Plan | None:
         row = self.db.conn.execute(

@@ -32,13 +32,14 @@ class Tiers:
 
     def __init__(self, root: Path, scope: Scope, db: Database, clock: Clock, settings: Settings,
                  chunks: ChunkRepository, llm: Callable[[], ChatModel | None]) -> None:
-        self.paths = UserPaths.for_user(root, scope.user_id)
+        self.paths = UserPaths.for_user(root, scope.user_id, allow_symlinks=settings.allow_symlinks)
         self.index = FileIndexer(chunks, self.paths)
         hashes = FlushHashRepository(db)
         self.daily = DailyJournal(self.paths, clock, settings.tz(), retention_days=settings.daily_retention_days,
                                   consolidated=ConsolidatedDayRepository(db), flush_hashes=hashes,
                                   listener=self.index, scrub=redact if settings.redact_secrets else None)
-        self.core = CoreFile(self.paths, listener=self.index)
+        self.daily.fsync = settings.sqlite_synchronous == "full"  # docs/durability.md
+        self.core = CoreFile(self.paths, listener=self.index, scrub=redact if settings.redact_secrets else None)
         self.worker = BackgroundWorker(f"tiermem-sessions-{scope.user_id}-{scope.agent_name}")
         self.conversations = ConversationJournal(self.daily, hashes, scope, settings.tool_result_max_chars)
         flusher = SessionFlusher(self.conversations, llm, self.worker)

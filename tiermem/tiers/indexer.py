@@ -30,7 +30,7 @@ from pathlib import Path
 from tiermem.storage.chunks import Chunk, ChunkRepository
 from tiermem.tiers.daily import AppendEvent
 from tiermem.tiers.markdown import Record, fold, parse_records
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
+from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of, read_file
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +151,9 @@ class FileIndexer:
         True when the index changed."""
         rel = self.paths.relative(path)
         try:
-            info = path.stat()
-            data = path.read_bytes()
+            real = self.paths.inside(path)  # a link out of the root: UnsafePath
+            info = real.stat()
+            data = read_file(real)
         except FileNotFoundError:
             return self._forget(rel)
         sha = hashlib.sha256(data).hexdigest()

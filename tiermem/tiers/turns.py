@@ -26,7 +26,7 @@ from typing import Any
 
 from tiermem.errors import InvalidInput
 from tiermem.tokens import count_tokens
-from tiermem.validate import MAX_MESSAGE_CHARS
+from tiermem.validate import MAX_MESSAGE_CHARS, json_depth
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 PINNED_ROLES = frozenset({"system", "developer"})
@@ -141,6 +141,7 @@ def to_message(data: Mapping[str, Any] | ChatMessage) -> ChatMessage:
         return data
     if not isinstance(data, Mapping):
         raise InvalidInput(f"a message must be a dict, got {type(data).__name__}")
+    json_depth(dict(data), "a message")  # it is deep-copied and stored as JSON
     role = data.get("role")
     if not isinstance(role, str) or role not in ROLES:
         raise InvalidInput(f"message role {role!r} is not one of {', '.join(sorted(ROLES))}")

@@ -8,6 +8,12 @@
 2. With an LLM, the messages not extracted before (the thread's own extraction hashes, R28, kept
    apart from the journal's) go through extraction; those hashes are recorded only after
    extraction succeeded, so a failure leaves the turns to the next attempt.
+
+A process killed at any step leaves a state the retry recognises: the journal write is settled
+from its write-ahead intent (each message once, :mod:`tiermem.tiers.conversation`); an extraction
+that applied its facts but was killed before recording its hashes runs again, and the fact store
+merges the same facts by their normalised text instead of adding them twice; the item itself
+stays claimed until its lease runs out or its claimer is found gone (:mod:`tiermem.storage.outbox`).
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from tiermem import validate
+from tiermem import faults, validate
 from tiermem.errors import InvalidInput
 from tiermem.queue.worker import Deferred
-from tiermem.redact import redact
+from tiermem.redact import redact_data
 from tiermem.storage.journal import FlushHashRepository
 from tiermem.storage.outbox import OutboxItem, OutboxRepository
 from tiermem.tiers.conversation import ConversationJournal, numbered
@@ -58,13 +64,9 @@ def conversation_journal(mem: Memory, hashes: FlushHashRepository) -> Conversati
 
 
 def _scrub_message(message: dict[str, Any]) -> dict[str, Any]:
-    out = dict(message)
-    body = out.get("content")
-    if isinstance(body, str):
-        out["content"] = redact(body)
-    elif isinstance(body, list):
-        out["content"] = [{**b, "text": redact(b["text"])} if isinstance(b.get("text"), str) else b for b in body]
-    return out
+    """Every string of the message redacted: content, text blocks, tool-call arguments, tool inputs
+    and results (R68)."""
+    return dict(redact_data(message))
 
 
 class QueueProcessor:
@@ -81,6 +83,7 @@ class QueueProcessor:
         mem = self.memory if item.scope == self.memory.scope else self.open_scope(item.scope)
         thread = numbered(to_message(m) for m in item.messages)
         conversation_journal(mem, self.hashes).write(item.thread_id, CONVERSATION_KIND, thread)
+        faults.point("queue.journaled")
         batch = prepare_flush([m.message for m in thread], partial(self._extracted, item))
         if not batch.messages:
             log.debug("queue item %s: nothing new to extract in thread %s", item.id, item.thread_id)
@@ -88,6 +91,7 @@ class QueueProcessor:
         if mem.llm is not None:
             self._hold_small_batch(mem, item, batch.messages, force)
             mem.extract([m.to_dict() for m in batch.messages], thread_id=item.thread_id)
+            faults.point("queue.extracted")
         self.outbox.mark_extracted(item.scope, item.thread_id, batch.digests, mem.clock.now())
 
     @staticmethod

@@ -6,6 +6,13 @@ between them (R32); each item's work (LLM calls) runs in a ``ThreadPoolExecutor(
 so the agent never waits. Failures keep the item with its error and retry with backoff; after
 ``max_attempts`` the item is dead-lettered until ``retry_dead()``. Time comes from the injected
 clock; a clock with a ``sleep(seconds)`` method (``FakeClock``) also provides the pauses.
+
+Each item is taken under a lease (:mod:`tiermem.storage.outbox`) of :func:`lease_seconds`; while
+its work runs, a heartbeat renews the lease every ``heartbeat_seconds`` (wall-clock seconds; the
+lease itself is measured on the injected clock), so another process never takes a slow extraction
+while this one is alive, and does take it once this one is gone. Every drain first recovers
+items whose lease ran out or whose claimer died (an interruption counts as an attempt), and the
+worker wakes when the earliest lease of another claimer runs out.
 """
 
 from __future__ import annotations
@@ -17,15 +24,17 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from tiermem import validate
+from tiermem import faults, validate
 from tiermem.clock import Clock
-from tiermem.errors import InvalidInput
-from tiermem.storage.outbox import OutboxItem, OutboxRepository
+from tiermem.config import Settings
+from tiermem.errors import InvalidInput, TiermemError
+from tiermem.models.retry import RetryPolicy
+from tiermem.storage.outbox import DEFAULT_LEASE_SECONDS, OutboxItem, OutboxRepository
 from tiermem.types import Scope
 
 log = logging.getLogger(__name__)
@@ -42,6 +51,23 @@ class Deferred(Exception):
         self.until = until
 Preparer = Callable[[Any], list[dict[str, Any]]]
 _POLL_SECONDS = 0.25
+EXTRACTION_CALLS = 2  # an extraction call, and its one retry after a reply that does not parse
+LEASE_MARGIN_SECONDS = 60.0  # embedding the new facts, SQLite, the journal
+MAX_HEARTBEAT_SECONDS = 30.0
+
+
+def lease_seconds(settings: Settings) -> float:
+    """How long a claim holds: ``queue_lease_seconds``, or (None) longer than the slowest item the
+    providers allow — :data:`EXTRACTION_CALLS` calls, each up to ``provider_max_retries + 1``
+    attempts of ``provider_timeout_seconds`` plus the worst-case backoff between them — plus
+    :data:`LEASE_MARGIN_SECONDS`. 548 s with the defaults (60 s timeout, 3 retries)."""
+    if settings.queue_lease_seconds is not None:
+        return float(settings.queue_lease_seconds)
+    retries = settings.provider_max_retries
+    retry = RetryPolicy(max_retries=retries)
+    backoff = sum(min(retry.max_delay, retry.base_delay * float(2 ** n) * (1 + retry.jitter)) for n in range(retries))
+    per_call = (retries + 1) * settings.provider_timeout_seconds + backoff
+    return EXTRACTION_CALLS * per_call + LEASE_MARGIN_SECONDS
 
 
 @dataclass(frozen=True)
@@ -52,6 +78,16 @@ class QueuePolicy:
     max_attempts: int = 5
     backoff_base_seconds: float = 10.0
     backoff_max_seconds: float = 3600.0
+    lease_seconds: float = DEFAULT_LEASE_SECONDS  # on the injected clock
+    heartbeat_seconds: float = MAX_HEARTBEAT_SECONDS  # wall-clock seconds between lease renewals
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> QueuePolicy:
+        """The policy the settings ask for; the heartbeat beats at least four times per lease."""
+        lease = lease_seconds(settings)
+        return cls(settings.enabled, settings.debounce_seconds, settings.update_delay_seconds,
+                   settings.queue_max_attempts, lease_seconds=lease,
+                   heartbeat_seconds=min(MAX_HEARTBEAT_SECONDS, lease / 4))
 
 
 def _close_at_exit(ref: weakref.ref[UpdateQueue]) -> None:
@@ -148,26 +184,56 @@ class UpdateQueue:
     def _drain(self, ignore_backoff: bool, force: bool, deadline: float | None = None) -> int:
         handled = 0
         with self._work_lock:
-            self.outbox.recover()
+            self._recover()
             seen: set[int] = set()
             while deadline is None or time.monotonic() < deadline:
-                item = self.outbox.claim(self.clock.now(), ignore_backoff)
+                item = self.outbox.claim(self.clock.now(), ignore_backoff, self.policy.lease_seconds)
                 if item is None or item.id in seen:
                     if item is not None:  # failed earlier in this drain: leave it for later
-                        self.outbox.release(item.id)
+                        self.outbox.release(item)
                     break
                 seen.add(item.id)
+                faults.point("queue.claimed")
                 if handled:
                     self._pause()
                 self._process(item, force)
                 handled += 1
+            self._watch_leases()
         return handled
+
+    def _recover(self) -> None:
+        count = self.outbox.recover(self.clock.now(), self.policy.lease_seconds, self.policy.max_attempts)
+        if count:
+            log.warning("recovered %d queue items from claims whose lease ran out or whose process is gone", count)
+
+    def _watch_leases(self) -> None:
+        """Wake when the earliest lease of an item another claimer holds runs out."""
+        try:
+            end = self.outbox.next_lease_end()
+        except TiermemError:
+            return
+        if end is not None:
+            self._wake_at(end)
+            self._ensure_thread()
+
+    def _run_with_heartbeat(self, item: OutboxItem, force: bool) -> None:
+        """Run the processor for ``item`` in the pool; renew its lease while it runs."""
+        future: Future[object] = self._pool().submit(self.processor, item, force)
+        while not wait([future], timeout=self.policy.heartbeat_seconds).done:
+            try:
+                if not self.outbox.renew(item, self.clock.now(), self.policy.lease_seconds):
+                    log.warning("queue item %s: the lease ran out and another claimer took it (it may be"
+                                " processed twice; each message is still journaled once)", item.id)
+            except TiermemError as exc:  # e.g. a locked database: try again at the next beat
+                log.warning("queue item %s: could not renew its lease: %s", item.id, exc)
+        future.result()
 
     def _process(self, item: OutboxItem, force: bool) -> None:
         try:
-            self._pool().submit(self.processor, item, force).result()
+            self._run_with_heartbeat(item, force)
+            faults.point("queue.processed")
         except Deferred as later:
-            self.outbox.defer(item.id, later.until)
+            self.outbox.defer(item, later.until)
             log.debug("queue item %s deferred until %s: %s", item.id, later.until, later)
             self._wake_at(later.until)
             return
@@ -178,7 +244,8 @@ class UpdateQueue:
             if status == "pending":
                 self._wake_at(retry_at)
             return
-        self.outbox.done(item.id)
+        if not self.outbox.done(item):
+            log.warning("queue item %s was taken over by another claimer before it finished", item.id)
 
     def _wake_at(self, moment: datetime) -> None:
         with self._cond:
@@ -210,11 +277,13 @@ class UpdateQueue:
         """Replay: items left pending by an earlier process become due now."""
         if not self.policy.enabled:
             return
-        self.outbox.recover()
+        self._recover()
         if self.outbox.items("pending"):
             with self._cond:
                 self._due_at = self.clock.now()
             self._ensure_thread()
+        else:
+            self._watch_leases()
 
     def _ensure_thread(self) -> None:
         with self._cond:

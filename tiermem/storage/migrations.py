@@ -5,8 +5,13 @@ Append new steps at the end; never edit a step that has shipped.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
+import stat
 from collections.abc import Callable
+from datetime import date
+from pathlib import Path
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -369,11 +374,97 @@ def _dreams(conn: sqlite3.Connection) -> None:
 
 
 def _outbox_leases(conn: sqlite3.Connection) -> None:
-    """Step 9 (issue 14): claims with a lease (placeholder until filled)."""
+    """Step 9 (issue 14): exactly-once queue processing under crashes.
+
+    ``outbox.lease_until``: a claim (``claimed_by``, ``claimed_at``) is a lease until then, renewed
+    by the claimer's heartbeat; an item left 'processing' with a lease in the past is reclaimable
+    whatever the claimer's PID says (rows claimed before this step have none: their lease counts
+    from ``claimed_at``). ``journal_intents``: write-ahead records of Daily appends
+    (:mod:`tiermem.storage.journal`), settled by the next writer after a crash."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE outbox ADD COLUMN lease_until TEXT;
+
+        CREATE TABLE journal_intents (
+            id INTEGER PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            day TEXT NOT NULL,
+            offset INTEGER NOT NULL,
+            blocks TEXT NOT NULL CHECK (json_valid(blocks)),
+            at TEXT NOT NULL
+        );
+        CREATE INDEX journal_intents_user ON journal_intents (user_id, id);
+        """,
+    )
+
+
+_LEGACY_MARK_QUIET_SECONDS = 3600.0  # longer than a dream's LLM call with every retry and backoff
 
 
 def _consolidation_prefix(conn: sqlite3.Connection) -> None:
-    """Step 10 (issue 14): consolidated prefix per day, offset + sha256 (placeholder until filled)."""
+    """Step 10 (issue 14, R12): a Deep Dream's consolidation mark records the prefix of a day file
+    it read — ``offset`` (its length in bytes) and the ``sha256`` of those bytes — and retention
+    removes a file only while that prefix is the whole file.
+
+    The day marks of earlier stores (``consolidated_days``) said only "a dream consumed this day",
+    even when records were appended after it read the file. Each becomes a mark covering the file
+    as it is now only when the file's last change (its mtime) is at least an hour before the mark
+    was made — longer than a dream's LLM call with all its retries — so the dream read the file as
+    it is now. Otherwise (a later change, no file, a symlink, an unreadable file, an in-memory
+    database) the mark is dropped and the day stays until a dream reads it again: a kept file
+    costs disk space, a wrong mark would cost notes. ``consolidated_days`` is then dropped.
+    """
+    run_script(
+        conn,
+        """
+        CREATE TABLE consolidated_prefix (
+            user_id TEXT NOT NULL,
+            day TEXT NOT NULL,
+            offset INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            at TEXT NOT NULL,
+            PRIMARY KEY (user_id, day)
+        );
+        """,
+    )
+    files = [str(r[2]) for r in conn.execute("PRAGMA database_list") if r[1] == "main" and r[2]]
+    old = conn.execute("SELECT user_id, day, at FROM consolidated_days ORDER BY user_id, day").fetchall()
+    if files:
+        base = Path(files[0]).resolve().parent  # tiermem.db sits at the root of the store
+        marks = [mark for row in old if (mark := _legacy_mark(base, str(row[0]), str(row[1]), str(row[2])))]
+        conn.executemany("INSERT INTO consolidated_prefix (user_id, day, offset, sha256, at) VALUES (?, ?, ?, ?, ?)",
+                         marks)
+    conn.execute("DROP TABLE consolidated_days")
+
+
+def _legacy_mark(base: Path, user_id: str, day: str, at: str) -> tuple[str, str, int, str, str] | None:
+    """The prefix mark an old day mark becomes (see :func:`_consolidation_prefix`), or ``None``.
+    The store's layout as it was when this step shipped: the default user's files at the root,
+    any other user's under ``users/<id>/``; day files at ``memory/YYYY-MM-DD.md``."""
+    from tiermem.clock import parse_utc
+
+    try:
+        made = parse_utc(at).timestamp()
+        date.fromisoformat(day)
+    except ValueError:
+        return None
+    if not user_id or user_id in (".", "..") or "/" in user_id or "\\" in user_id:
+        return None
+    path = (base if user_id == "default" else base / "users" / user_id) / "memory" / f"{day}.md"
+    try:
+        if not path.resolve().is_relative_to(base):
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            data = handle.read()
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_mtime > made - _LEGACY_MARK_QUIET_SECONDS:
+        return None
+    return user_id, day, len(data), hashlib.sha256(data).hexdigest(), at
 
 
 def _purge(conn: sqlite3.Connection) -> None:

@@ -4,27 +4,53 @@ An item is a thread's messages so far, keyed by (thread_id, user_id, agent_name)
 *pending* item exists per key: a newer ``put`` replaces its messages (the newer list contains the
 older one, so no turn is lost). Items move pending -> processing -> (deleted on success |
 pending again with ``attempts + 1`` | dead after too many failures).
+
+**Claims are leases** (issue 14). :meth:`OutboxRepository.claim` marks an item 'processing' with
+a claim token (``claimed_by``: host, PID, a random tag of this process and a claim number),
+``claimed_at`` and ``lease_until``; the claimer's heartbeat moves ``lease_until`` on while it works
+(:meth:`~OutboxRepository.renew`). An item left 'processing' is reclaimable
+(:meth:`~OutboxRepository.recover`) when
+
+- its lease has run out — whatever the claimer's PID says: PIDs are reused (after a container
+  restart the new process is PID 1 again, as the dead claimer was), or
+- its claimer ran on this host and is provably gone: no process has its PID, that process is a
+  zombie, or the PID is this process's own but the tag is not (an earlier incarnation).
+
+A claim made on another host is trusted until its lease runs out. Rows claimed before leases
+existed have no ``lease_until``: their lease counts from ``claimed_at``.
+
+Recovering an item counts an attempt (``last_error`` says it was interrupted), so an item that
+kills its process every time ends dead with that reason instead of looping for ever. When a newer
+pending item of the same thread exists (the agent kept talking while the item was in flight), the
+recovered item merges into it (:func:`unite`) instead of colliding with it on the unique key.
+
+``done``, ``defer``, ``release`` and ``failed`` act only while the item is still under the claim
+they are given: a claimer whose lease ran out and whose item was taken over changes nothing.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import secrets
 import socket
+import sqlite3
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from tiermem.clock import parse_utc, utc_iso
 from tiermem.storage.db import Database
 from tiermem.types import Scope
 
-_ME = f"{socket.gethostname()}:{os.getpid()}"
+DEFAULT_LEASE_SECONDS = 600.0  # for callers that do not pass one (the queue passes its policy's)
+_claims = itertools.count(1)
 
 
 @dataclass(frozen=True)
 class OutboxItem:
-    """One queued update."""
+    """One queued update (``claimed_by``/``lease_until``: set while it is being processed)."""
 
     id: int
     thread_id: str
@@ -35,28 +61,83 @@ class OutboxItem:
     last_error: str | None
     enqueued_at: datetime
     not_before: datetime
+    claimed_by: str | None = None
+    lease_until: datetime | None = None
 
 
 def _item(row: Any) -> OutboxItem:
+    keys = row.keys()
+    lease = row["lease_until"] if "lease_until" in keys else None
     return OutboxItem(row["id"], row["thread_id"], Scope(row["user_id"], row["agent_name"]),
                       json.loads(row["messages"]), row["status"], row["attempts"], row["last_error"],
-                      parse_utc(row["enqueued_at"]), parse_utc(row["not_before"]))
+                      parse_utc(row["enqueued_at"]), parse_utc(row["not_before"]),
+                      row["claimed_by"] if "claimed_by" in keys else None, parse_utc(lease) if lease else None)
 
 
-def _alive(claimer: str | None) -> bool:
-    """Is the process that claimed an item still running (on this host)?"""
-    if not claimer:
-        return False
-    host, _, pid = claimer.rpartition(":")
-    if host != socket.gethostname():
-        return True  # another host: trust its lease
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), where there is one."""
     try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, Linux), or "" where unknown."""
+    fields = _proc_stat(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else ""
+
+
+_tags: dict[int, str] = {}
+
+
+def _tag() -> str:
+    """Tells this process from another that had (or will have) its PID; made per PID, so a
+    forked child gets its own."""
+    pid = os.getpid()
+    tag = _tags.get(pid)
+    if tag is None:
+        tag = _tags.setdefault(pid, f"{_started(pid)}.{secrets.token_hex(4)}")
+    return tag
+
+
+def this_process() -> str:
+    """``host:pid/started.random`` of the running process (claim tokens start with it)."""
+    return f"{socket.gethostname()}:{os.getpid()}/{_tag()}"
+
+
+def claimer_gone(claimer: str | None) -> bool:
+    """True when the process behind a claim token is provably not running (see the module docstring):
+    on this host, no process has its PID, or that process is a zombie, or it started at another
+    time than the claimer did (the PID was reused), or it is this process under another tag."""
+    if not claimer:
         return True
-    return True
+    process, _, tag = claimer.split("#", 1)[0].partition("/")
+    host, _, pid_text = process.rpartition(":")
+    if host != socket.gethostname():
+        return False  # another host: only its lease tells
+    try:
+        pid = int(pid_text)
+        if pid == os.getpid():
+            return tag != _tag()
+        os.kill(pid, 0)
+    except (ValueError, OverflowError, ProcessLookupError):
+        return True
+    except OSError:  # e.g. PermissionError: someone else's live process
+        return False
+    fields = _proc_stat(pid)
+    if fields is None:
+        return False
+    started = tag.partition(".")[0]
+    return fields[0] == "Z" or bool(started and len(fields) > 19 and fields[19] != started)
+
+
+def unite(older: list[dict[str, Any]], newer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of two items of one thread, united by position (a message's position is its
+    index: ``queue.add`` gets the thread so far): the newer list, then whatever the older one had
+    beyond its end. Where both have a message at a position the newer one wins, as in ``put``."""
+    return [*newer, *older[len(newer):]]
 
 
 class OutboxRepository:
@@ -67,6 +148,7 @@ class OutboxRepository:
 
     def put(self, thread_id: str, scope: Scope, messages: list[dict[str, Any]], now: datetime) -> int:
         """Insert, or replace the messages of the pending item with the same key; committed on return."""
+        thread_id, messages = self.db.redactor.ident(thread_id), self.db.redactor.data(messages)  # R68
         with self.db.transaction() as conn:
             row = conn.execute(
                 "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before)"
@@ -79,10 +161,14 @@ class OutboxRepository:
             ).fetchone()
         return int(row[0])
 
-    def claim(self, now: datetime, ignore_backoff: bool = False) -> OutboxItem | None:
-        """Take the oldest due pending item for this process (atomic across processes)."""
+    def claim(self, now: datetime, ignore_backoff: bool = False,
+              lease_seconds: float = DEFAULT_LEASE_SECONDS) -> OutboxItem | None:
+        """Take the oldest due pending item under a lease until ``now + lease_seconds`` (atomic
+        across processes); the returned item carries the claim token."""
+        token = f"{this_process()}#{next(_claims)}"
+        lease = now + timedelta(seconds=lease_seconds)
         with self.db.transaction() as conn:
-            sql = "SELECT * FROM outbox WHERE status = 'pending'"
+            sql = "SELECT id FROM outbox WHERE status = 'pending'"
             args: list[str] = []
             if not ignore_backoff:
                 sql += " AND not_before <= ?"
@@ -90,65 +176,81 @@ class OutboxRepository:
             row = conn.execute(sql + " ORDER BY enqueued_at, id LIMIT 1", args).fetchone()
             if row is None:
                 return None
-            conn.execute("UPDATE outbox SET status = 'processing', claimed_by = ?, claimed_at = ? WHERE id = ?",
-                         (_ME, utc_iso(now), row["id"]))
-        return _item(row)
+            claimed = conn.execute(
+                "UPDATE outbox SET status = 'processing', claimed_by = ?, claimed_at = ?, lease_until = ?"
+                " WHERE id = ? RETURNING *", (token, utc_iso(now), utc_iso(lease), row["id"])).fetchone()
+        return _item(claimed)
 
-    def done(self, item_id: int) -> None:
+    def renew(self, item: OutboxItem, now: datetime, lease_seconds: float) -> bool:
+        """Heartbeat: extend the lease of a claimed item; False if the claim was lost (taken over)."""
         with self.db.transaction() as conn:
-            conn.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
+            cur = conn.execute("UPDATE outbox SET lease_until = ? WHERE id = ? AND status = 'processing'"
+                               " AND claimed_by = ?",
+                               (utc_iso(now + timedelta(seconds=lease_seconds)), item.id, item.claimed_by))
+        return cur.rowcount == 1
 
-    def defer(self, item_id: int, until: datetime) -> None:
-        """Back to pending, not before ``until``, without counting a failure."""
+    def done(self, item: OutboxItem) -> bool:
+        """Delete a processed item (only while it is still under ``item``'s claim)."""
         with self.db.transaction() as conn:
-            conn.execute("UPDATE outbox SET status = 'pending', not_before = ?, claimed_by = NULL, claimed_at = NULL"
-                         " WHERE id = ?", (utc_iso(until), item_id))
+            cur = conn.execute("DELETE FROM outbox WHERE id = ? AND claimed_by IS ?", (item.id, item.claimed_by))
+        return cur.rowcount == 1
 
-    def release(self, item_id: int) -> None:
-        """Give a claimed item back untouched (pending again)."""
+    def defer(self, item: OutboxItem, until: datetime) -> None:
+        """Back to pending, not before ``until``, without counting a failure (merged into a newer
+        pending item of its thread if there is one)."""
+        self._give_back(item, until)
+
+    def release(self, item: OutboxItem) -> None:
+        """Give a claimed item back untouched (pending again, or merged like :meth:`defer`)."""
+        self._give_back(item, None)
+
+    def _give_back(self, item: OutboxItem, not_before: datetime | None) -> None:
         with self.db.transaction() as conn:
-            conn.execute("UPDATE outbox SET status = 'pending', claimed_by = NULL, claimed_at = NULL WHERE id = ?",
-                         (item_id,))
+            row = conn.execute("SELECT * FROM outbox WHERE id = ? AND claimed_by IS ?",
+                               (item.id, item.claimed_by)).fetchone()
+            if row is not None:
+                _requeue(conn, row, None, not_before or parse_utc(row["not_before"]), None, int(row["attempts"]))
 
     def failed(self, item: OutboxItem, error: str, retry_at: datetime, max_attempts: int) -> str:
-        """Record a failure; the item becomes pending again (or dead). Returns the new status."""
-        attempts = item.attempts + 1
-        status = "dead" if attempts >= max_attempts else "pending"
+        """Record a failure; the item becomes pending again (or dead), merged into a newer pending
+        item of its thread if there is one. Returns the new status ("lost" when the claim was
+        taken over meanwhile and nothing was changed)."""
+        error = self.db.redactor.text(error)  # a provider's message may quote the request
         with self.db.transaction() as conn:
-            newer = conn.execute(
-                "SELECT id FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ? AND status = 'pending'",
-                (item.thread_id, item.scope.user_id, item.scope.agent_name),
-            ).fetchone()
-            if newer is not None and status == "pending":
-                # a newer item for the thread arrived meanwhile; it holds these messages too
-                conn.execute("UPDATE outbox SET attempts = MAX(attempts, ?), last_error = ? WHERE id = ?",
-                             (attempts, error, newer[0]))
-                conn.execute("DELETE FROM outbox WHERE id = ?", (item.id,))
-                return status
-            conn.execute(
-                "UPDATE outbox SET status = ?, attempts = ?, last_error = ?, not_before = ?, claimed_by = NULL,"
-                " claimed_at = NULL WHERE id = ?",
-                (status, attempts, error, utc_iso(retry_at), item.id),
-            )
-        return status
+            row = conn.execute("SELECT * FROM outbox WHERE id = ? AND claimed_by IS ?",
+                               (item.id, item.claimed_by)).fetchone()
+            if row is None:
+                return "lost"
+            return _requeue(conn, row, error, retry_at, max_attempts)
 
-    def recover(self) -> int:
-        """Items left 'processing' by a process that died go back to pending."""
+    def recover(self, now: datetime, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                max_attempts: int | None = None) -> int:
+        """Put reclaimable 'processing' items (lease run out, or claimer gone) back to pending,
+        each counting an attempt (dead at ``max_attempts``); returns how many."""
         with self.db.transaction() as conn:
-            rows = conn.execute("SELECT id, claimed_by FROM outbox WHERE status = 'processing'").fetchall()
-            stale = [r["id"] for r in rows if not _alive(r["claimed_by"])]
-            for item_id in stale:
-                conn.execute("UPDATE outbox SET status = 'pending', claimed_by = NULL WHERE id = ?", (item_id,))
-        return len(stale)
+            rows = conn.execute("SELECT * FROM outbox WHERE status = 'processing' ORDER BY id").fetchall()
+            count = 0
+            for row in rows:
+                reason = _reclaim_reason(row, now, lease_seconds)
+                if reason is not None:
+                    _requeue(conn, row, f"interrupted: {reason}", now, max_attempts)
+                    count += 1
+        return count
+
+    def next_lease_end(self) -> datetime | None:
+        """When the earliest lease of an item being processed runs out (None: nothing is)."""
+        row = self.db.conn.execute("SELECT MIN(lease_until) FROM outbox WHERE status = 'processing'").fetchone()
+        return parse_utc(row[0]) if row is not None and row[0] else None
 
     def retry_dead(self, now: datetime) -> int:
+        """Dead items become pending again with no attempts counted, due now; several of one
+        thread (or one next to a pending item) become one item, messages united. Returns how
+        many dead items were retried."""
         with self.db.transaction() as conn:
-            cur = conn.execute("UPDATE outbox SET status = 'pending', attempts = 0, not_before = ?"
-                               " WHERE status = 'dead'"
-                               " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.status = 'pending'"
-                               " AND o.thread_id = outbox.thread_id AND o.user_id = outbox.user_id"
-                               " AND o.agent_name = outbox.agent_name)", (utc_iso(now),))
-        return cur.rowcount
+            rows = conn.execute("SELECT * FROM outbox WHERE status = 'dead' ORDER BY id").fetchall()
+            for row in rows:
+                _requeue(conn, row, None, now, None, 0)
+        return len(rows)
 
     def items(self, status: str | None = None, scope: Scope | None = None) -> list[OutboxItem]:
         sql = "SELECT * FROM outbox WHERE 1 = 1"
@@ -173,6 +275,7 @@ class OutboxRepository:
 
     # --- hashes of messages already extracted (R28; separate from the Daily flush hashes) ---
     def extracted(self, scope: Scope, thread_id: str) -> set[str]:
+        thread_id = self.db.redactor.ident(thread_id)  # as stored
         rows = self.db.conn.execute(
             "SELECT md5 FROM extracted_hashes WHERE user_id = ? AND agent_name = ? AND thread_id = ?",
             (scope.user_id, scope.agent_name, thread_id),
@@ -180,9 +283,51 @@ class OutboxRepository:
         return {r[0] for r in rows}
 
     def mark_extracted(self, scope: Scope, thread_id: str, hashes: list[str], now: datetime) -> None:
+        thread_id = self.db.redactor.ident(thread_id)
         with self.db.transaction() as conn:
             conn.executemany(
                 "INSERT OR IGNORE INTO extracted_hashes (user_id, agent_name, thread_id, md5, at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 [(scope.user_id, scope.agent_name, thread_id, h, utc_iso(now)) for h in hashes],
             )
+
+
+def _reclaim_reason(row: sqlite3.Row, now: datetime, lease_seconds: float) -> str | None:
+    """Why a 'processing' row may be taken from its claimer, or None while its claim stands."""
+    claimer = row["claimed_by"]
+    if row["lease_until"]:
+        lease_end: datetime | None = parse_utc(row["lease_until"])
+    elif row["claimed_at"]:
+        lease_end = parse_utc(row["claimed_at"]) + timedelta(seconds=lease_seconds)
+    else:
+        lease_end = None
+    if lease_end is not None and lease_end <= now:
+        return f"the lease of {claimer or 'an unknown claimer'} ran out at {utc_iso(lease_end)}"
+    if claimer_gone(claimer):
+        return f"the process that claimed it ({claimer or 'unknown'}) is gone"
+    return None
+
+
+def _requeue(conn: sqlite3.Connection, row: sqlite3.Row, error: str | None, not_before: datetime,
+             max_attempts: int | None, attempts: int | None = None) -> str:
+    """``row`` goes back to pending: after a failure or an interruption with one more attempt
+    (dead at ``max_attempts``; ``error`` recorded), or untouched (``attempts`` given, ``error``
+    None). The unique key allows one pending item per thread, so when a pending item of its
+    thread exists (the agent kept talking while this one was in flight) the two become that one
+    item: messages united, the higher attempt count kept (so its next failure may make it
+    dead). Returns the new status."""
+    attempts = int(row["attempts"]) + 1 if attempts is None else attempts
+    newer = conn.execute("SELECT id, messages FROM outbox WHERE thread_id = ? AND user_id = ?"
+                         " AND agent_name = ? AND status = 'pending' AND id != ?",
+                         (row["thread_id"], row["user_id"], row["agent_name"], row["id"])).fetchone()
+    if newer is not None:
+        messages = unite(json.loads(row["messages"]), json.loads(newer["messages"]))
+        conn.execute("DELETE FROM outbox WHERE id = ?", (row["id"],))
+        conn.execute("UPDATE outbox SET messages = ?, attempts = MAX(attempts, ?), last_error = COALESCE(?, last_error)"
+                     " WHERE id = ?", (json.dumps(messages, ensure_ascii=False), attempts, error, newer["id"]))
+        return "pending"
+    status = "dead" if max_attempts is not None and attempts >= max_attempts else "pending"
+    conn.execute("UPDATE outbox SET status = ?, attempts = ?, last_error = COALESCE(?, last_error), not_before = ?,"
+                 " claimed_by = NULL, claimed_at = NULL, lease_until = NULL WHERE id = ?",
+                 (status, attempts, error, utc_iso(not_before), row["id"]))
+    return status

@@ -21,6 +21,15 @@ reaches the Daily file once, whichever of them sees it first; the others skip it
 - Check, append and record happen under the journal's cross-process lock
   (:meth:`~tiermem.tiers.daily.DailyJournal.exclusive`), so two threads or processes writing the
   same conversation at once write it once.
+- **Exactly once under a crash** (issue 14): append and record are two steps, so a write first
+  commits a *journal intent* (:mod:`tiermem.storage.journal`: the day, the file's size before the
+  append, and per block its SHA-256, length, heading line and message digests), then appends,
+  then records the digests and clears the intent in one transaction. A process killed anywhere in
+  between leaves the intent; whoever takes the journal lock next (every appender runs
+  :func:`settle_intents` first) looks at the file: blocks found at the offset are recorded as
+  journaled, a block cut short by the kill (a torn tail that starts with the block's heading) is
+  truncated away, and a block that never reached the file is forgotten, so the retry writes it
+  once. The Daily file itself carries no marker.
 
 An extra block about some messages (a session's LLM summary) is written once too
 (:meth:`ConversationJournal.write_about`). Dedup governs the Daily write only: the running
@@ -32,22 +41,36 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-from tiermem.errors import TiermemError
-from tiermem.storage.journal import FlushHashRepository
-from tiermem.tiers.daily import MAX_RECORDS, DailyJournal, JournalWriter, check_kind, conversation_namespace
+from tiermem import faults
+from tiermem.errors import StorageError, TiermemError
+from tiermem.storage.journal import FlushHashRepository, IntentBlock, JournalIntent
+from tiermem.tiers.daily import (
+    MAX_RECORDS,
+    DailyJournal,
+    JournalWriter,
+    PendingBlock,
+    check_kind,
+    conversation_namespace,
+)
 from tiermem.tiers.flush import kept_indices
+from tiermem.tiers.paths import open_private, read_file
 from tiermem.tiers.records import TOOL_RESULT_MAX_CHARS, message_records, tool_names
 from tiermem.tiers.turns import ChatMessage
 from tiermem.types import Scope
 from tiermem.validate import MAX_MESSAGE_CHARS
 
 log = logging.getLogger(__name__)
+
+SETTLE_HOOK = "conversation-intents"
+Group = tuple[PendingBlock, list[str]]  # a block to append and the digests of the messages in it
 
 
 class NumberedMessage(NamedTuple):
@@ -96,6 +119,8 @@ class ConversationJournal:
         self.hashes = hashes
         self.scope = scope
         self.tool_max_chars = min(tool_max_chars, MAX_MESSAGE_CHARS)
+        if hashes is not None:  # every appender of this journal settles crashed writes first
+            journal.on_lock.setdefault(SETTLE_HOOK, partial(settle_intents, journal, hashes))
 
     def namespace(self, conversation_id: str) -> str:
         return conversation_namespace(self.scope.user_id, self.scope.agent_name, conversation_id)
@@ -110,19 +135,19 @@ class ConversationJournal:
         digests = [conversation_digest(m, self.journal.scrub) for m in kept]
         names = tool_names([m.message for m in kept])
         namespace = self.namespace(conversation_id)
-        check_kind(kind)  # bad kind or time: InvalidInput before anything happens
-        self.journal.moment(at)
+        kind = check_kind(kind)  # bad kind or time: InvalidInput before anything happens
+        moment = self.journal.moment(at)
         with self.journal.exclusive() as writer:
             seen = self.hashes.seen(namespace, digests) if self.hashes is not None else set()
             fresh: dict[str, NumberedMessage] = {}
             for digest, item in zip(digests, kept, strict=True):
                 if digest not in seen and digest not in fresh:
                     fresh[digest] = item
-            records = [r for item in fresh.values()
-                       for r in message_records(item.message, names, self.tool_max_chars)]
-            path = self._append(writer, kind, records, at)
-            self._remember(namespace, list(fresh))
-        return JournalResult(len(fresh), len(kept) - len(fresh), scheduled, len(records), path)
+            groups, silent = self._groups(kind, fresh, names, moment)
+            path = self._commit(writer, namespace, groups)
+            self._remember(namespace, silent)
+        records = sum(block.records for block, _ in groups)
+        return JournalResult(len(fresh), len(kept) - len(fresh), scheduled, records, path)
 
     def write_about(self, conversation_id: str, kind: str, about: Sequence[NumberedMessage],
                     lines: Sequence[str], *, at: datetime | None = None) -> Path | None:
@@ -136,21 +161,162 @@ class ConversationJournal:
         with self.journal.exclusive() as writer:
             if self.hashes is not None and self.hashes.seen(namespace, [identity]):
                 return None
-            path = writer.write(block)
-            self._remember(namespace, [identity])
-        return path
+            return self._commit(writer, namespace, [(block, [identity])])
 
-    @staticmethod
-    def _append(writer: JournalWriter, kind: str, records: list[str], at: datetime | None) -> Path | None:
+    def _groups(self, kind: str, fresh: dict[str, NumberedMessage], names: dict[str, str],
+                moment: datetime) -> tuple[list[Group], list[str]]:
+        """The blocks for ``fresh`` (at most MAX_RECORDS records each; a message's records never
+        straddle two blocks) and the digests of messages that make no record at all."""
+        groups: list[Group] = []
+        records: list[str] = []
+        digests: list[str] = []
+        silent: list[str] = []
+        for digest, item in fresh.items():
+            own = message_records(item.message, names, self.tool_max_chars)
+            if not own:
+                (digests if records else silent).append(digest)
+                continue
+            if records and len(records) + len(own) > MAX_RECORDS:
+                groups.append((self.journal.block(kind, records, moment), digests))
+                records, digests = [], []
+            records += own
+            digests.append(digest)
+        if records:
+            groups.append((self.journal.block(kind, records, moment), digests))
+        return groups, silent
+
+    def _commit(self, writer: JournalWriter, namespace: str, groups: list[Group]) -> Path | None:
+        """Intent, append, record (see the module docstring); the caller holds the journal lock."""
+        if not groups:
+            return None
+        intent = None
+        if self.hashes is not None:
+            day = groups[0][0].day
+            blocks = [IntentBlock(hashlib.sha256(b.text.encode("utf-8")).hexdigest(), len(b.text.encode("utf-8")),
+                                  b.text.split("\n", 1)[0], d) for b, d in groups]
+            intent = self.hashes.announce(self.journal.paths.user_id, namespace, day.isoformat(),
+                                          _size(self.journal.paths.daily(day)), blocks, self.journal.now())
+        faults.point("journal.intent")
         path = None
-        for start in range(0, len(records), MAX_RECORDS):
-            path = writer.append(kind, records[start:start + MAX_RECORDS], at=at)
+        for block, _ in groups:
+            path = writer.write(block)
+        faults.point("journal.appended")
+        self._remember(namespace, [d for _, digests in groups for d in digests], intent)
+        faults.point("journal.recorded")
         return path
 
-    def _remember(self, namespace: str, digests: list[str]) -> None:
-        if self.hashes is None or not digests:
+    def _remember(self, namespace: str, digests: list[str], intent: int | None = None) -> None:
+        if self.hashes is None or (not digests and intent is None):
             return
         try:  # stamped now, not with the record's time: retention ages digests from when they were written
-            self.hashes.remember(namespace, digests, self.journal.now())
-        except TiermemError as exc:  # the records stand; at worst a replay writes them again
-            log.warning("could not record the journaled messages of %s: %s", namespace, exc)
+            self.hashes.remember(namespace, digests, self.journal.now(), intent=intent)
+        except TiermemError as exc:  # the records stand; the intent lets the next writer record them
+            log.warning("could not record the journaled messages of %s (the next write settles them): %s",
+                        namespace, exc)
+
+
+# --- settling the writes of a process that died between intent and record ------------------------
+
+def settle_intents(journal: DailyJournal, hashes: FlushHashRepository) -> None:
+    """Settle every intent of ``journal``'s user (the caller holds the journal lock): record the
+    digests of the blocks that reached the file, cut a torn block off, forget the rest."""
+    for intent in hashes.intents(journal.paths.user_id):
+        path = journal.paths.daily(date.fromisoformat(intent.day))
+        written = _written(path, intent)
+        if written:
+            hashes.remember(intent.namespace, written, journal.now(), intent=intent.id)
+        else:
+            hashes.cancel(intent.id)
+        log.info("settled an interrupted journal write to %s: %d of its messages were written", path.name,
+                 len(written))
+
+
+def _written(path: Path, intent: JournalIntent) -> list[str]:
+    """The digests of the intent's blocks found in ``path`` (a torn last block is truncated)."""
+    data = _read(path)
+    found: list[str] = []
+    pos = intent.offset
+    if len(data) >= pos:
+        for block in intent.blocks:
+            end = _block_at(data, pos, block, intent.day)
+            if end is None:
+                if _torn(data[pos:], block, intent.day):
+                    _truncate(path, pos)
+                    return found
+                break
+            found += block.digests
+            pos = end
+        else:
+            return found
+    if found:
+        return found
+    # the file changed around the offset (a hand edit, a purge): look for the blocks anywhere
+    return [d for block in intent.blocks if _anywhere(data, block) for d in block.digests]
+
+
+def _prefixes(day: str) -> tuple[bytes, ...]:
+    """What the journal writes before a block: a new file's title, or a blank line."""
+    return f"# Daily Memory: {day}\n\n".encode(), b"\n", b"\n\n"
+
+
+def _block_at(data: bytes, pos: int, block: IntentBlock, day: str) -> int | None:
+    """The end of ``block`` if it starts at ``pos`` (after one of the prefixes), else None."""
+    for prefix in _prefixes(day):
+        start = pos + len(prefix)
+        chunk = data[start:start + block.length]
+        if data[pos:start] == prefix and len(chunk) == block.length \
+                and hashlib.sha256(chunk).hexdigest() == block.sha256:
+            return start + block.length
+    return None
+
+
+def _torn(tail: bytes, block: IntentBlock, day: str) -> bool:
+    """``tail`` (the file from the offset on) is the start of ``block`` cut short by a kill."""
+    if not tail:
+        return False
+    for prefix in _prefixes(day):
+        expected = prefix + block.head.encode("utf-8") + b"\n"
+        if len(tail) < len(prefix) + block.length and (tail.startswith(expected) or expected.startswith(tail)):
+            return True
+    return False
+
+
+def _anywhere(data: bytes, block: IntentBlock) -> bool:
+    head = block.head.encode("utf-8") + b"\n"
+    at = data.find(head)
+    while at >= 0:
+        if hashlib.sha256(data[at:at + block.length]).hexdigest() == block.sha256:
+            return True
+        at = data.find(head, at + 1)
+    return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_file(path)  # not through a symlink (the journal lock checked the folders)
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Cut the torn tail of an interrupted append (a file is never left empty: it goes)."""
+    try:
+        if size == 0:
+            path.unlink(missing_ok=True)
+        else:
+            with os.fdopen(open_private(path, os.O_RDWR), "r+b") as handle:
+                handle.truncate(size)
+    except OSError as exc:
+        raise StorageError(f"cannot repair the interrupted append to {path}: {exc}") from exc
+    log.warning("cut the torn tail of an interrupted append from %s (back to %d bytes)", path, size)

@@ -18,14 +18,21 @@ threads and processes appending at once never interleave or lose lines; the sear
 updated under the same lock, so it sees blocks in file order. :meth:`DailyJournal.exclusive`
 hands out that lock for a whole check-then-write (the conversation journal decides under it which
 messages are new). Like the database (WAL, ``synchronous=NORMAL``), an append is not fsynced: it
-survives a killed process, and an OS crash may lose the last moments. Retention removes days
-older than ``retention_days`` only once a Deep Dream has consolidated them.
+survives a killed process, and an OS crash may lose the last moments; with ``sqlite_synchronous =
+"full"`` each append is fsynced before it returns (docs/durability.md).
+
+Retention (R12) removes a day file older than ``retention_days`` only while a Deep Dream's mark
+covers all of it: a dream records the prefix it read of each day (length in bytes and SHA-256,
+:class:`~tiermem.storage.journal.PrefixMark`), and the file goes only when it still has exactly
+that length and hash. A record appended after the dream read the file, or a hand edit, voids the
+mark until a later dream reads the whole file again; a day no dream read is kept however old.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -36,9 +43,9 @@ from typing import Any, Protocol, TypeVar
 from tiermem import validate
 from tiermem.clock import Clock
 from tiermem.errors import InvalidInput, StorageError
-from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository
+from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository, PrefixMark
 from tiermem.tiers.markdown import fold, normalise_text, render_record
-from tiermem.tiers.paths import UserPaths
+from tiermem.tiers.paths import FILE_MODE, UserPaths, make_dirs, open_private, read_file
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +106,8 @@ def file_lock(path: Path) -> AbstractContextManager[Any]:
     """A cross-process lock at ``path`` (created with its directory)."""
     from filelock import FileLock
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(path, timeout=LOCK_TIMEOUT_SECONDS, poll_interval=LOCK_POLL_SECONDS)
+    make_dirs(path.parent)  # 0700 folders, a 0600 lock file (filelock opens it with O_NOFOLLOW)
+    return FileLock(path, timeout=LOCK_TIMEOUT_SECONDS, poll_interval=LOCK_POLL_SECONDS, mode=FILE_MODE)
 
 
 def check_kind(kind: Any) -> str:
@@ -151,6 +158,32 @@ def parse_day(value: Any, tz: tzinfo) -> date:
 
 
 @dataclass(frozen=True)
+class DaySnapshot:
+    """A day file as read at one moment: its text (undecodable bytes replaced) and the length and
+    SHA-256 of the bytes behind it — what a consolidation mark records (R12)."""
+
+    day: date
+    text: str
+    size: int
+    sha256: str
+
+    @property
+    def mark(self) -> PrefixMark:
+        return PrefixMark(self.day.isoformat(), self.size, self.sha256)
+
+
+def _file_state(path: Path) -> tuple[bytes, int, str] | None:
+    """The bytes of ``path``, their length and SHA-256; ``None`` when there is no such file."""
+    try:
+        data = read_file(path)  # not through a final symlink
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from exc
+    return data, len(data), hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
 class PendingBlock:
     """A checked ``## kind (HH:MM)`` block, rendered and ready to append to ``day``'s file."""
 
@@ -193,6 +226,8 @@ class DailyJournal:
         self.consolidated = consolidated
         self.flush_hashes = flush_hashes
         self.listener = listener
+        self.on_lock: dict[str, Callable[[], None]] = {}  # run first in each locked section (settle crashed writes)
+        self.fsync = False  # sqlite_synchronous = "full": an append is on disk (fsync) before it returns
 
     # --- reading -----------------------------------------------------------------------------
     def now(self) -> datetime:
@@ -208,7 +243,7 @@ class DailyJournal:
         """The text of that day's file (today by default); ``""`` when nothing was written that day."""
         path = self.path_for(self.today() if day is None else day)
         try:
-            return path.read_text(encoding="utf-8", errors="replace")
+            return read_file(self.paths.inside(path)).decode("utf-8", errors="replace")
         except FileNotFoundError:
             return ""
         except OSError as exc:
@@ -217,6 +252,16 @@ class DailyJournal:
     def days(self) -> list[date]:
         """Days that have a file, oldest first."""
         return [day for day, _ in self.paths.daily_files()]
+
+    def snapshot(self, day: date | datetime | str) -> DaySnapshot | None:
+        """That day's file as it is now, read once (``None``: no file). A Deep Dream reads the
+        days it consolidates this way, so its mark names exactly the bytes it read."""
+        parsed = parse_day(day, self.tz)
+        state = _file_state(self.paths.inside(self.paths.daily(parsed)))
+        if state is None:
+            return None
+        data, size, digest = state
+        return DaySnapshot(parsed, data.decode("utf-8", errors="replace"), size, digest)
 
     # --- writing -----------------------------------------------------------------------------
     def append(self, kind: str, lines: str | Sequence[str], *, at: datetime | None = None) -> Path:
@@ -230,10 +275,11 @@ class DailyJournal:
         """Check and render a block without writing it (``InvalidInput`` on bad input)."""
         kind = check_kind(kind)
         records = check_lines(lines)
-        if self.scrub is not None:
-            records = [self.scrub(r) for r in records]
         moment = self.moment(at)
-        text = f"## {kind} ({moment:%H:%M})\n" + "".join(render_record(r) + "\n" for r in records)
+        body = "".join(render_record(r) + "\n" for r in records)
+        if self.scrub is not None:  # the whole block at once: a key split over records is still one key
+            kind, body = self.scrub(kind), self.scrub(body)
+        text = f"## {kind} ({moment:%H:%M})\n" + body
         return PendingBlock(moment.date(), text, len(records))
 
     def moment(self, at: datetime | None = None) -> datetime:
@@ -250,11 +296,13 @@ class DailyJournal:
         writer = JournalWriter(self)
         with self._after_lock(), ExitStack() as stack:
             try:
-                stack.enter_context(file_lock(self.paths.daily_dir / LOCK_FILE))
+                stack.enter_context(file_lock(self.paths.inside(self.paths.daily_dir / LOCK_FILE)))
             except TimeoutError as exc:
                 raise StorageError(f"timed out waiting for the journal lock of {self.paths.daily_dir}") from exc
             except OSError as exc:
                 raise StorageError(f"cannot lock the journal in {self.paths.daily_dir}: {exc}") from exc
+            for settle in list(self.on_lock.values()):
+                settle()
             yield writer
         if writer.created_file:
             self._retention_quietly()
@@ -262,7 +310,8 @@ class DailyJournal:
     def _write_block(self, path: Path, day: date, block: str) -> AppendEvent:
         """Append ``block`` to ``path``; the caller holds the journal lock."""
         try:
-            with open(path, "a+b") as handle:
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND  # 0600, never through a symlink out of the root
+            with os.fdopen(open_private(self.paths.inside(path), flags), "a+b") as handle:
                 handle.seek(0)
                 old = handle.read()
                 if not old:
@@ -275,6 +324,8 @@ class DailyJournal:
                 try:
                     handle.write(data)
                     handle.flush()
+                    if self.fsync:
+                        _sync(handle.fileno(), path, created=not old)
                 except OSError:
                     handle.truncate(len(old))
                     if not old:
@@ -290,46 +341,80 @@ class DailyJournal:
         return event
 
     # --- retention (R12) -----------------------------------------------------------------------
-    def mark_consolidated(self, days: Iterable[date | datetime | str]) -> None:
-        """Record that a Deep Dream consumed these days, so retention may remove them later."""
+    def mark_read(self, snapshots: Iterable[DaySnapshot]) -> None:
+        """Record that a Deep Dream read these days whole, as they were in ``snapshots``."""
         if self.consolidated is None:
             raise StorageError("this journal has no database to record consolidated days")
-        parsed = [parse_day(d, self.tz).isoformat() for d in days]
-        self.consolidated.mark(self.paths.user_id, parsed, self.clock.now())
+        self.consolidated.mark(self.paths.user_id, [s.mark for s in snapshots], self.clock.now())
+
+    def mark_consolidated(self, days: Iterable[date | datetime | str]) -> None:
+        """Record that a Deep Dream consumed these days as their files are now (a day without a
+        file is skipped). The dream itself marks what it read (:meth:`mark_read`)."""
+        found = [snap for day in days if (snap := self.snapshot(day)) is not None]
+        self.mark_read(found)
 
     def consolidated_days(self) -> list[date]:
-        if self.consolidated is None:
-            return []
-        return sorted(date.fromisoformat(d) for d in self.consolidated.days(self.paths.user_id))
+        """Days whose file a dream's mark covers whole (retention may remove them once old)."""
+        marks = self._marks()
+        return [day for day, path in self.paths.daily_files() if self._covered(path, marks.get(day))]
 
     def apply_retention(self) -> list[date]:
-        """Remove daily files older than ``retention_days`` that a Deep Dream has consolidated.
+        """Remove daily files older than ``retention_days`` that a Deep Dream's mark covers whole.
 
-        A day no dream consumed is kept however old it is. Flush hashes (R9) older than the
-        retention window are dropped too. Returns the removed days."""
+        A day no dream read, or one changed after the dream read it, is kept however old it is.
+        Flush hashes (R9) older than the retention window are dropped too. Returns the removed days."""
         cutoff = self.today() - timedelta(days=self.retention_days)
         if self.flush_hashes is not None:
             oldest = self.now() - timedelta(days=self.retention_days)
             for prefix in namespace_prefixes(self.paths.user_id):
                 self.flush_hashes.forget_before(prefix, oldest)
-        done = set(self.consolidated_days())
-        removed: list[tuple[date, Path]] = []
-        candidates = [(d, p) for d, p in self.paths.daily_files() if d < cutoff and d in done]
+        marks = self._marks()
+        candidates = [(d, p) for d, p in self.paths.daily_files() if d < cutoff and d in marks]
         if not candidates:
             return []
-        with self._after_lock(), file_lock(self.paths.daily_dir / LOCK_FILE):
-            for day, path in candidates:
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    raise StorageError(f"cannot remove {path}: {exc}") from exc
-                removed.append((day, path))
-                log.info("retention removed %s (consolidated, older than %d days)", path, self.retention_days)
-                if self.listener is not None:
-                    _notify(self.listener.removed, path, path)
-        return [day for day, _ in removed]
+        removed: list[date] = []
+        try:
+            lock = file_lock(self.paths.inside(self.paths.daily_dir / LOCK_FILE))
+            with self._after_lock(), lock:  # no append between check and unlink
+                for day, path in candidates:
+                    if self._covered(path, marks[day]) and self._remove(path):
+                        removed.append(day)
+        finally:
+            if removed and self.consolidated is not None:
+                self.consolidated.forget(self.paths.user_id, [d.isoformat() for d in removed])
+        return removed
+
+    def _marks(self) -> dict[date, PrefixMark]:
+        if self.consolidated is None:
+            return {}
+        return {date.fromisoformat(day): mark for day, mark in self.consolidated.marks(self.paths.user_id).items()}
+
+    @staticmethod
+    def _covered(path: Path, mark: PrefixMark | None) -> bool:
+        """Whether ``mark`` is the whole current file: same length (checked first, cheaply), same hash."""
+        if mark is None:
+            return False
+        try:
+            if path.stat().st_size != mark.offset:
+                return False
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+        state = _file_state(path)
+        return state is not None and state[1:] == (mark.offset, mark.sha256)
+
+    def _remove(self, path: Path) -> bool:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot remove {path}: {exc}") from exc
+        log.info("retention removed %s (consolidated whole, older than %d days)", path, self.retention_days)
+        if self.listener is not None:
+            _notify(self.listener.removed, path, path)
+        return True
 
     def _after_lock(self) -> AbstractContextManager[Any]:
         return self.listener.notifications_after() if self.listener is not None else nullcontext()
@@ -342,6 +427,17 @@ class DailyJournal:
             log.warning("daily retention failed: %s", exc)
 
 
+
+
+def _sync(fd: int, path: Path, created: bool) -> None:
+    """fsync an appended file (and its directory when the append created it)."""
+    os.fsync(fd)
+    if created and hasattr(os, "O_DIRECTORY"):
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 def _notify(call: Callable[[_T], None], argument: _T, path: Path) -> None:

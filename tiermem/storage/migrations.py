@@ -468,7 +468,8 @@ def _legacy_mark(base: Path, user_id: str, day: str, at: str) -> tuple[str, str,
 
 
 def _purge(conn: sqlite3.Connection) -> None:
-    """Step 11 (issue 14): whatever purge and redaction need (placeholder until filled)."""
+    """Step 11 (issue 14): intentionally empty — purge needed no schema change (hashed tombstones use
+    the existing columns); the step stays so every store counts its versions the same way."""
 
 
 MIGRATIONS: list[Migration] = [

@@ -12,19 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from queue_helpers import extraction as reply
 
 from tiermem import Memory, ProviderError
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
-
-
-def reply(*contents: str) -> str:
-    empty = {"summary": "", "shouldUpdate": False}
-    return json.dumps({
-        "user": {"workContext": empty, "personalContext": empty, "topOfMind": empty},
-        "history": {"recentMonths": empty, "earlierContext": empty, "longTermBackground": empty},
-        "newFacts": [{"content": c, "category": "knowledge", "confidence": 0.9} for c in contents],
-        "factsToRemove": [],
-    })
 
 
 def turn(text: str, answer: str = "Noted.") -> list[dict[str, str]]:

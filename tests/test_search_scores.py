@@ -213,3 +213,10 @@ def test_provisional_hits_are_scored_on_the_same_scale_and_obey_the_floor(root: 
         weak = [h for h in mem.search("quantum chromodynamics lattice", include_pending=True, min_score=0)
                 if h.provisional]
         assert weak and all(h.score < floor for h in weak)
+
+
+def test_search_floor_is_the_setting_else_the_models_default(tmp_path: Path) -> None:
+    with Memory(tmp_path / "a", embedder=HashEmbedder(), timezone="UTC") as mem:
+        assert mem.search_floor() == default_min_score(HashEmbedder().model_id) > 0
+    with Memory(tmp_path / "b", embedder=HashEmbedder(), timezone="UTC", search_min_score=0.4) as mem:
+        assert mem.search_floor() == 0.4

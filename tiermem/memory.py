@@ -229,6 +229,10 @@ class Memory:
     def _chunks_changed(self, event: str, chunk_ids: list[int]) -> None:
         self._search.on_chunk_change(event, chunk_ids)
 
+    def search_floor(self) -> float:
+        """The score floor in force: ``search_min_score``, else the embedder model's default."""
+        return self._search.min_score()
+
     def vector_status(self) -> IndexStatus:
         """The vector index of this scope: model in use, the model it was built with, missing vectors."""
         return self._search.status(self.scope)
@@ -264,7 +268,7 @@ class Memory:
             "read_only": self.db.read_only,
         }
         try:
-            data["search_min_score"] = self._search.min_score()
+            data["search_min_score"] = self.search_floor()
         except ConfigError:  # the embedder cannot be built (a missing key): stats still work
             data["search_min_score"] = None
         return data

@@ -61,7 +61,7 @@ def search(ctx: click.Context, query: str, k: int, tier: str | None, category: s
         print_json([h.to_dict() for h in hits])
         return
     if not hits:
-        floor = min_score if min_score is not None else mem._search.min_score()  # the floor in force
+        floor = min_score if min_score is not None else mem.search_floor()
         click.echo(f"no memories scored above the relevance floor ({floor:.2f}) for this query"
                    + ("; --min-score 0 shows everything" if floor > 0 else ""))
         return

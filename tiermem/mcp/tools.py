@@ -78,7 +78,7 @@ class MemoryTools:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k must be an integer in [1, {MAX_K}], got {k!r}")
         hits = self.mem.search(query, k=k, category=category, tier=tier, min_score=min_score)
-        floor = min_score if min_score is not None else self.mem._search.min_score()  # the floor in force
+        floor = min_score if min_score is not None else self.mem.search_floor()
         if not hits:
             message = f"No memories scored above the relevance floor ({floor:.2f}) for this query."
         else:

@@ -327,3 +327,14 @@ def test_tombstones_are_hashed_after_a_later_day_too(mem: Memory, clock: FakeClo
     report = mem.purge(text=PHRASE)
     assert report.files == {"memory/2026-03-14.md": 1, "memory/2026-03-15.md": 1}
     assert not [h for h in mem.search("quokka", k=10, min_score=0) if "quokka" in h.text.lower()]
+
+
+def test_a_later_purge_matching_purged_never_rehashes_a_tombstone(mem: Memory, root: Path) -> None:
+    fact = mem.facts.add(f"Loves the {PHRASE}")
+    assert fact is not None
+    mem.facts.delete(fact.id)
+    mem.purge(text="quokka festival")
+    mem.purge(text="purge")  # matches the hashed tombstone's reason "purged"
+    stored = mem.db.conn.execute("SELECT norm, content FROM tombstones").fetchall()
+    assert [tuple(r) for r in stored] == [(tombstone_key(normalise(fact.content)), "")]
+    assert mem.facts.add(f"loves the {PHRASE}", origin="extraction") is None

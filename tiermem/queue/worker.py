@@ -219,9 +219,13 @@ class UpdateQueue:
     def _run_with_heartbeat(self, item: OutboxItem, force: bool) -> None:
         """Run the processor for ``item`` in the pool; renew its lease while it runs."""
         future: Future[object] = self._pool().submit(self.processor, item, force)
+        held = True
         while not wait([future], timeout=self.policy.heartbeat_seconds).done:
+            if not held:
+                continue  # taken over: nothing left to renew; wait for the work to finish
             try:
                 if not self.outbox.renew(item, self.clock.now(), self.policy.lease_seconds):
+                    held = False
                     log.warning("queue item %s: the lease ran out and another claimer took it (it may be"
                                 " processed twice; each message is still journaled once)", item.id)
             except TiermemError as exc:  # e.g. a locked database: try again at the next beat

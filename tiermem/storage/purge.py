@@ -25,7 +25,7 @@ from typing import Any
 
 from tiermem.errors import StorageError
 from tiermem.storage.db import Database
-from tiermem.storage.facts import tombstone_key
+from tiermem.storage.facts import TOMBSTONE_HASH_PREFIX, tombstone_key
 from tiermem.types import Scope
 
 PLACEHOLDER = "[purged]"
@@ -288,7 +288,9 @@ class PurgeRepository:
         """Tombstones of ``user_id`` holding the text keep only the hash of their casefolded text."""
         self._use(matcher)
         rows = self._rows(f"SELECT rowid AS _rid, user_id, agent_name, norm, at FROM tombstones WHERE user_id = ?"
-                          f" AND ({_MATCH_FN}(content) OR {_MATCH_FN}(norm) OR {_MATCH_FN}(reason))", [user_id])
+                          f" AND ({_MATCH_FN}(content) OR {_MATCH_FN}(norm) OR {_MATCH_FN}(reason))"
+                          " AND NOT (content = '' AND substr(norm, 1, ?) = ?)",  # hashed already: keep the key
+                          [user_id, len(TOMBSTONE_HASH_PREFIX), TOMBSTONE_HASH_PREFIX])
         for row in rows:
             self.conn.execute("DELETE FROM tombstones WHERE rowid = ?", (row["_rid"],))
             self._hashed_tombstone(Scope(row["user_id"], row["agent_name"]), row["norm"], row["at"])

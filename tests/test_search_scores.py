@@ -220,3 +220,28 @@ def test_search_floor_is_the_setting_else_the_models_default(tmp_path: Path) -> 
         assert mem.search_floor() == default_min_score(HashEmbedder().model_id) > 0
     with Memory(tmp_path / "b", embedder=HashEmbedder(), timezone="UTC", search_min_score=0.4) as mem:
         assert mem.search_floor() == 0.4
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting the texts it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> Any:
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+def test_one_prompt_embeds_its_query_once(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with Memory(tmp_path / "m", embedder=embedder, timezone="UTC") as mem:
+        mem.facts.add("Keeps bees on the roof")
+        mem.core.write("- Lives in Porto\n")
+        mem.daily.append("Note", "user: the bees swarmed today")
+        mem.search("warm up the index")
+        embedder.texts.clear()
+        text = mem.format_for_injection(query="What about the bees?")
+        assert "Keeps bees on the roof" in text and "bees swarmed" in text
+        assert embedder.texts.count("What about the bees?") == 1  # three tiers searched, one embedding

@@ -108,6 +108,7 @@ class Indexer:
         self._sync_lock = threading.Lock()  # one thread reads new rows into the loaded indexes at a time
         self._model_lock = threading.Lock()
         self._pruned_at = 0
+        self._last_query: tuple[tuple[str, str], npt.NDArray[np.float32]] | None = None
 
     # --- the model -------------------------------------------------------------------------
     @property
@@ -136,7 +137,15 @@ class Indexer:
                         stored, current, missing)
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """The query's vector; the last one is kept, so one prompt's searches of several tiers
+        (``format_for_injection(query=...)``) embed the query once."""
+        model = self.model
+        last = self._last_query
+        if last is not None and last[0] == (model, text):
+            return last[1]
         vector: npt.NDArray[np.float32] = self._embed([text])[0]
+        vector.setflags(write=False)  # shared by the searches that reuse it
+        self._last_query = ((model, text), vector)
         return vector
 
     def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:

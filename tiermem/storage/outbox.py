@@ -66,12 +66,11 @@ class OutboxItem:
 
 
 def _item(row: Any) -> OutboxItem:
-    keys = row.keys()
-    lease = row["lease_until"] if "lease_until" in keys else None
+    lease = row["lease_until"]
     return OutboxItem(row["id"], row["thread_id"], Scope(row["user_id"], row["agent_name"]),
                       json.loads(row["messages"]), row["status"], row["attempts"], row["last_error"],
                       parse_utc(row["enqueued_at"]), parse_utc(row["not_before"]),
-                      row["claimed_by"] if "claimed_by" in keys else None, parse_utc(lease) if lease else None)
+                      row["claimed_by"], parse_utc(lease) if lease else None)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

@@ -104,9 +104,6 @@ class Matcher:
     def found(self, value: object) -> bool:
         return isinstance(value, str) and self.pattern.search(value) is not None
 
-    def count(self, value: str) -> int:
-        return sum(1 for _ in self.pattern.finditer(value))
-
     def sub(self, value: str) -> tuple[str, int]:
         """``value`` with every occurrence replaced by :data:`PLACEHOLDER`, and how many there were."""
         return self.pattern.subn(PLACEHOLDER, value)

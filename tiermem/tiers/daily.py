@@ -92,11 +92,6 @@ def conversation_namespace(user_id: str, agent_name: str, conversation_id: str) 
     return f"{CONVERSATION_NAMESPACE}:{user_id}:{agent_name}:{conversation_id}"
 
 
-def daily_namespace(user_id: str, agent_name: str, conversation_id: str) -> str:
-    """The earlier name of :func:`conversation_namespace` (kept for callers that use it)."""
-    return conversation_namespace(user_id, agent_name, conversation_id)
-
-
 def namespace_prefixes(user_id: str) -> list[str]:
     """Prefixes of every flush-hash namespace of ``user_id`` (retention forgets old hashes)."""
     return [f"{name}:{user_id}:" for name in (CONVERSATION_NAMESPACE, *_LEGACY_NAMESPACES)]

@@ -83,9 +83,6 @@ class KeywordSearch:
             lists.append(RankedList("scan", weight, scan_ranking(scanned, query.short, n)))
         return KeywordResult(lists, self._terms(query, keys, set(words), doc_seq, scanned))
 
-    def lists(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> list[RankedList]:
-        return self.run(scope, query, flt, n, weight).lists
-
     # --- evidence --------------------------------------------------------------------------
     def _terms(self, query: KeywordQuery, keys: list[list[str]], checked: set[str], doc_seq: int,
                scanned: Sequence[tuple[int, str]]) -> QueryTerms:

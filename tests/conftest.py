@@ -21,6 +21,24 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TIERMEM_CACHE_DIR", str(tmp_path / "_cache"))
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, _isolated_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run the test on both backends: for ``postgres`` every Memory and CLI call of the test uses a
+    fresh schema of the session's PostgreSQL server (``TIERMEM_DATABASE_URL``). A module opts in with
+    ``pytestmark = pytest.mark.usefixtures("backend")``; ``@pytest.mark.sqlite_only`` skips one test
+    on Postgres (say why in a comment)."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    if request.node.get_closest_marker("sqlite_only"):
+        pytest.skip("SQLite-only by nature")
+    from pg_helpers import fresh_schema
+
+    with fresh_schema() as url:
+        monkeypatch.setenv("TIERMEM_DATABASE_URL", url)
+        yield "postgres"
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(datetime(2026, 3, 14, 9, 30, tzinfo=UTC))

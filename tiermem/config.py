@@ -43,6 +43,10 @@ class Settings:
     queue_lease_seconds: float | None = None  # a claim's lease; None: computed (queue/worker.py lease_seconds)
     sqlite_synchronous: str = "normal"  # "full": a power loss keeps the last commits too (slower writes)
     allow_symlinks: bool = False  # a symlink inside the root that leads outside it is refused unless true
+    database_url: str | None = None  # postgresql://user:pass@host:5432/db: the store in PostgreSQL (docs/postgres.md)
+    mirror_files: bool = True  # PostgreSQL: rewrite the Daily files and MEMORY.md under the root for people to read
+    postgres_pool_size: int = 5  # connections per process and database URL
+    postgres_statement_timeout_seconds: float = 30.0
     fact_confidence_threshold: float = 0.5
     max_facts: int = 500
     max_injection_tokens: int = 2000
@@ -141,6 +145,8 @@ def _check(settings: Settings) -> Settings:
             raise ConfigError(f"{name} must not be negative")
     if settings.sqlite_synchronous not in ("normal", "full"):
         raise ConfigError(f"sqlite_synchronous must be 'normal' or 'full', got {settings.sqlite_synchronous!r}")
+    if settings.postgres_pool_size < 1 or settings.postgres_statement_timeout_seconds <= 0:
+        raise ConfigError("postgres_pool_size must be at least 1 and postgres_statement_timeout_seconds positive")
     if settings.queue_lease_seconds is not None and settings.queue_lease_seconds <= 0:
         raise ConfigError("queue_lease_seconds must be positive")
     _check_search(settings)

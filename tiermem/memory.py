@@ -21,8 +21,9 @@ from tiermem.config import Settings, load_settings
 from tiermem.errors import InvalidInput
 from tiermem.facts.injection import CoreItem, Note, core_by_relevance, core_items, notes_from_hits, render_injection
 from tiermem.facts.store import FactPolicy, FactStore
-from tiermem.storage.db import Database
+from tiermem.storage.backend import DB_FILE as DB_FILE  # re-exported: doctor and older imports
 from tiermem.storage.facts import FactRepository
+from tiermem.storage.sql import Database
 from tiermem.types import Fact, Scope, SearchHit
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DB_FILE = "tiermem.db"
 
 
 def _provider_objects(llm: object, embedder: object) -> tuple[ChatModel | None, Embedder | None]:
@@ -88,13 +88,11 @@ class Memory:
         check_names(None if self._llm_object else self.settings.llm,
                     None if self._embedder_object else self.settings.embedder)
         self.clock: Clock = clock if clock is not None else SystemClock()
-        from tiermem.redact import Redactor
+        from tiermem.storage.backend import open_database
         from tiermem.tiers.paths import make_dirs
 
         make_dirs(self.root)  # a root tiermem creates is 0700
-        self.db = Database(self.root / DB_FILE, redactor=Redactor(self.settings.redact_secrets),
-                           allow_symlinks=self.settings.allow_symlinks,
-                           synchronous=self.settings.sqlite_synchronous)
+        self.db: Database = open_database(self.root, self.settings)
         self._repo = FactRepository(self.db)
         self._closed = False
         self._close_lock = threading.Lock()
@@ -245,33 +243,11 @@ class Memory:
 
     def stats(self) -> dict[str, Any]:
         """What the scope holds: facts by category, daily files, ``MEMORY.md`` bullets, the active
-        plan, the update queue's backlog, the providers and the search score floor in force."""
-        from collections import Counter
+        plan, the update queue's backlog, the providers and the search score floor in force; and
+        where: the backend and its database (the file, or the URL without its password)."""
+        from tiermem.stats import memory_stats
 
-        from tiermem.errors import ConfigError
-        from tiermem.storage.outbox import OutboxRepository
-
-        facts = self.facts.list()
-        active = self.plans.active()
-        data: dict[str, Any] = {
-            "root": str(self.root),
-            "user_id": self.scope.user_id,
-            "agent_name": self.scope.agent_name,
-            "facts": len(facts),
-            "facts_by_category": dict(sorted(Counter(f.category for f in facts).items())),
-            "daily_files": len(self.daily.days()),
-            "core_bullets": len(self.core.items()),
-            "active_plan": active.title if active is not None else None,
-            **OutboxRepository(self.db).backlog(),
-            "llm": self.settings.llm if self._llm_object is None else type(self._llm_object).__name__,
-            "embedder": self.settings.embedder if self._embedder_object is None else self._embedder_object.model_id,
-            "read_only": self.db.read_only,
-        }
-        try:
-            data["search_min_score"] = self.search_floor()
-        except ConfigError:  # the embedder cannot be built (a missing key): stats still work
-            data["search_min_score"] = None
-        return data
+        return memory_stats(self)
 
     # --- boulder state and system context (R54-R57) ---------------------------------------
     @lazy_property
@@ -324,7 +300,7 @@ class Memory:
         if not isinstance(replace, bool):
             raise InvalidInput("replace must be True or False")
         how = Restore(replace, redact if self.settings.redact_secrets else None)
-        report = import_data(self.db, self.root, data, how)
+        report = import_data(self.db, self.root, data, how, mirror=self.settings.mirror_files)
         self._after_import(report.users)
         return report.counts
 
@@ -387,11 +363,17 @@ class Memory:
     def refresh_index(self) -> list[str]:
         """Re-index ``MEMORY.md`` and daily files changed on disk (hand edits, other processes);
         returns the paths whose index changed. Search calls this first."""
+        self._tiers.core.sync()  # PostgreSQL: a hand edit of the mirrored MEMORY.md is imported first
         return self._tiers.index.refresh()
 
     def reindex(self) -> int:
         """Rebuild the index of this user's Markdown files from scratch; returns the file count."""
         return self._tiers.index.reindex()
+
+    def refresh_mirror(self) -> list[str]:
+        """PostgreSQL: rewrite this user's local Daily files and ``MEMORY.md`` where they differ
+        from the database (``tiermem mirror``); returns the files rewritten. SQLite: ``[]``."""
+        return self._tiers.refresh_mirror(full=True, quiet=False)
 
     # --- the update queue (R28-R35) --------------------------------------------------------
     @lazy_property
@@ -441,7 +423,7 @@ class Memory:
 
         return DreamRunner(self.core, self.daily, DreamRepository(self.db), self.clock, self.settings.tz(),
                            lambda: self.llm, budget=DreamBudget(input_tokens=self.settings.dream_input_tokens),
-                           after_write=self.refresh_index)
+                           after_write=self.refresh_index, lock=partial(self.db.parts.lock, self.db))
 
     def deep_dream(self, lookback_days: int = 1, force: bool = False, dry_run: bool = False) -> DreamResult:
         """Consolidate the daily files of the ``lookback_days`` most recent days (up to and including

@@ -28,8 +28,8 @@ from typing import Any
 from tiermem.concurrency import FairLock
 from tiermem.errors import InvalidInput, StorageError, UnsafePath
 from tiermem.redact import REDACT, Redactor
-from tiermem.storage import integrity
-from tiermem.storage.migrations import MIGRATIONS, migrate
+from tiermem.storage.sqlite import BACKEND, integrity
+from tiermem.storage.sqlite.migrations import MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 30_000
 SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}  # setting sqlite_synchronous -> PRAGMA synchronous
@@ -38,6 +38,10 @@ SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}  # setting sqlite_synchronous
 class Database:
     """A SQLite file shared by threads (a connection each) and processes."""
 
+    backend = "sqlite"
+    parts = BACKEND
+    IntegrityError: type[Exception] = sqlite3.IntegrityError
+
     def __init__(self, path: Path, read_only: bool | None = None, *, redactor: Redactor = REDACT,
                  allow_symlinks: bool = False, synchronous: str = "normal") -> None:
         """``read_only``: ``None`` decides by the file system (read-only when an existing file or
@@ -45,6 +49,7 @@ class Database:
         the store's redaction (``redact_secrets``); ``allow_symlinks``: follow a database file
         that is a link out of its folder."""
         self.path = path
+        self.label = str(path)
         self.redactor = redactor
         if synchronous not in SYNCHRONOUS:
             raise InvalidInput(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, got {synchronous!r}")

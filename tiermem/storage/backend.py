@@ -1,0 +1,114 @@
+"""Open a store's database: SQLite under the root (the default) or PostgreSQL at ``database_url``.
+
+Backends register by URL scheme; the rest of tiermem only sees the :class:`~tiermem.storage.sql.Database`
+protocol and its :attr:`~tiermem.storage.sql.Database.parts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tiermem.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tiermem.config import Settings
+    from tiermem.storage.sql import Database
+
+DB_FILE = "tiermem.db"
+
+Opener = Callable[[Path, "Settings"], "Database"]
+NEEDS_EXTRA = "database_url names PostgreSQL, which needs the postgres extra: pip install 'tiermem[postgres]'"
+
+
+def _sqlite(root: Path, settings: Settings) -> Database:
+    from tiermem.redact import Redactor
+    from tiermem.storage.sqlite.db import Database as SqliteDatabase
+
+    return SqliteDatabase(root / DB_FILE, redactor=Redactor(settings.redact_secrets),
+                          allow_symlinks=settings.allow_symlinks, synchronous=settings.sqlite_synchronous)
+
+
+def _postgres(root: Path, settings: Settings) -> Database:
+    try:
+        from tiermem.storage.postgres.db import PgDatabase
+    except ImportError as exc:
+        raise ConfigError(NEEDS_EXTRA) from exc
+    from tiermem.redact import Redactor
+
+    assert settings.database_url is not None
+    return PgDatabase(settings.database_url, redactor=Redactor(settings.redact_secrets),
+                      allow_symlinks=settings.allow_symlinks, pool_size=settings.postgres_pool_size,
+                      statement_timeout=settings.postgres_statement_timeout_seconds)
+
+
+OPENERS: dict[str, Opener] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
+}
+
+
+def scheme(settings: Settings) -> str:
+    """The backend's registry name: the URL scheme of ``database_url``, or ``sqlite``."""
+    url = settings.database_url
+    if not url:
+        return "sqlite"
+    name = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
+    if name not in OPENERS:
+        known = ", ".join(s + "://" for s in OPENERS if s != "sqlite")
+        raise ConfigError(f"database_url must start with one of {known}"
+                          f" (got a URL with scheme {name or 'none'!r})")
+    return name
+
+
+def open_database(root: Path, settings: Settings) -> Database:
+    """The store's database for ``root`` under ``settings`` (migrated to the current schema)."""
+    return OPENERS[scheme(settings)](root, settings)
+
+
+def _sqlite_exists(root: Path, settings: Settings) -> bool:
+    return (root / DB_FILE).is_file()
+
+
+def _postgres_exists(root: Path, settings: Settings) -> bool:
+    """Whether the schema holds a tiermem store (read without creating or migrating anything)."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigError(NEEDS_EXTRA) from exc
+    from tiermem.errors import StorageError
+    from tiermem.storage.postgres.db import safe_url
+    from tiermem.storage.postgres.pool import CONNECT_TIMEOUT, connect_error
+    from tiermem.storage.postgres.schema import version
+
+    assert settings.database_url is not None
+    try:
+        with psycopg.connect(settings.database_url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
+            return version(conn) > 0
+    except psycopg.Error as exc:
+        raise StorageError(f"cannot connect to {safe_url(settings.database_url)}:"
+                           f" {connect_error(str(exc).strip())}") from exc
+
+
+EXISTS: dict[str, Callable[[Path, Settings], bool]] = {
+    "sqlite": _sqlite_exists,
+    "postgresql": _postgres_exists,
+    "postgres": _postgres_exists,
+}
+
+
+def store_exists(root: Path, settings: Settings) -> bool:
+    """Whether the store of ``root`` under ``settings`` was created (commands that only read
+    must not create one): the SQLite file, or the tiermem tables in the PostgreSQL schema."""
+    return EXISTS[scheme(settings)](root, settings)
+
+
+def store_label(root: Path, settings: Settings) -> str:
+    """Where the store is, for messages: the root, or the database URL without its password."""
+    if not settings.database_url:
+        return str(root)
+    from tiermem.storage.postgres.db import safe_url
+
+    return safe_url(settings.database_url)

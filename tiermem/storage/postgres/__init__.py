@@ -1,0 +1,61 @@
+"""The PostgreSQL backend: one shared database (schema) for many processes and hosts.
+
+Needs the ``postgres`` extra (``pip install 'tiermem[postgres]'``); nothing here imports psycopg
+until a store is opened with a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tiermem.storage.postgres import admin, locks, outbox
+from tiermem.storage.sql import Backend
+
+if TYPE_CHECKING:
+    from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
+    from tiermem.storage.files import MemoryFiles
+    from tiermem.storage.search import SearchIndex
+    from tiermem.storage.sql import Database
+    from tiermem.tiers.paths import UserPaths
+
+
+def _files(db: Database, paths: UserPaths, *, mirror: bool = True) -> MemoryFiles:
+    from tiermem.storage.postgres.files import open_files  # lazily: it imports the tiers' path rules
+
+    return open_files(db, paths, mirror=mirror)
+
+
+def _search_index(db: Database) -> SearchIndex:
+    from tiermem.storage.postgres.search import search_index
+
+    return search_index(db)
+
+
+def _embeddings(db: Database) -> EmbeddingRepository:
+    from tiermem.storage.postgres.vectors import embeddings
+
+    return embeddings(db)
+
+
+def _vector_queries(db: Database) -> VectorQueries:
+    from tiermem.storage.postgres.vectors import vector_queries
+
+    return vector_queries(db)
+
+
+BACKEND = Backend(
+    name="postgres",
+    columns=admin.columns,
+    tables=admin.tables,
+    text_columns=admin.text_columns,
+    snapshot=admin.snapshot,
+    sync_ids=admin.sync_ids,
+    secure_delete=admin.secure_delete,
+    compact=admin.compact,
+    lock=locks.lock,
+    claim_outbox=outbox.claim,
+    files=_files,
+    search_index=_search_index,
+    embeddings=_embeddings,
+    vector_queries=_vector_queries,
+)

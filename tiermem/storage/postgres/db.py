@@ -1,0 +1,260 @@
+"""The PostgreSQL database: a connection pool shared by the process, one writer at a time per store.
+
+``conn``, ``rows`` and ``transaction`` behave as :class:`tiermem.storage.sqlite.db.Database`'s do, so the
+repositories' SQL serves both backends (``?`` placeholders are rewritten to psycopg's ``%s``):
+
+- Outside a transaction each statement runs on a pooled connection in autocommit mode and its
+  rows are fetched at once. A read that meets a lost connection is retried once on another.
+- :meth:`PgDatabase.transaction` takes a transaction-level advisory lock for the store's schema
+  first, so writers take turns as they do on SQLite (``BEGIN IMMEDIATE``) and every
+  read-check-write in the repositories stays atomic across processes and hosts. Readers never wait.
+- The open transaction is the thread's for the URL (the process's pool), not one store object's:
+  two ``Memory`` objects of one database nest their writes on one thread instead of waiting for
+  each other's lock.
+- A unique or check violation raises :attr:`PgDatabase.IntegrityError` and, inside a transaction,
+  fails the whole transaction (SQLite would fail only the statement; no tiermem code goes on after
+  one). Other failures become :class:`~tiermem.errors.StorageError` naming the URL without its
+  password (:func:`safe_url`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tiermem.errors import StorageError
+from tiermem.redact import REDACT, Redactor
+from tiermem.storage.postgres import BACKEND
+from tiermem.storage.postgres.pool import SharedPool, connect_error
+
+WRITE_LOCK = 7_311_002  # pg_advisory_xact_lock(WRITE_LOCK, hashtext(current_schema()))
+_READ = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
+
+
+def safe_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (and query options kept)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}:***@{host}" if ":" in user else f"{user}@{host}"
+    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+@lru_cache(maxsize=1024)
+def to_pg(sql: str) -> str:
+    """SQLite-style ``?`` placeholders to psycopg's ``%s`` (a literal ``%`` becomes ``%%``)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PgRow(tuple):  # type: ignore[type-arg]
+    """A row with ``row[0]``, ``row["name"]`` and ``keys()``, like :class:`sqlite3.Row`."""
+
+    _index: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], index: dict[str, int]) -> PgRow:
+        row = super().__new__(cls, values)
+        row._index = index
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+class Result:
+    """A statement's rows, fetched at once (the connection went back to the pool)."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self._at = 0
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Any:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[Any]:
+        rest = self._rows[self._at:]
+        self._at = len(self._rows)
+        return rest
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """This thread's view of the database: its open transaction, else autocommit statements."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self._db = db
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._db._current() is not None
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Result:
+        # without arguments psycopg reads the text as it is: no placeholder (or %%) rewriting
+        return self._db._execute(to_pg(sql) if args else sql, args, many=False)
+
+    def executemany(self, sql: str, rows: Any) -> Result:
+        return self._db._execute(to_pg(sql), list(rows), many=True)
+
+
+class PgDatabase:
+    """A tiermem store in a PostgreSQL schema (the connection's ``search_path``), shared by
+    threads, processes and hosts."""
+
+    backend = "postgres"
+    parts = BACKEND
+    read_only = False
+    synchronous = "full"  # every commit is durable on the server (docs/postgres.md)
+
+    def __init__(self, url: str, *, redactor: Redactor = REDACT, allow_symlinks: bool = False,
+                 pool_size: int = 5, statement_timeout: float = 30.0) -> None:
+        import psycopg
+
+        self.url = url
+        self.label = safe_url(url)
+        self.redactor = redactor
+        self.allow_symlinks = allow_symlinks
+        self.IntegrityError: type[Exception] = psycopg.errors.IntegrityError
+        self._pool = SharedPool.acquire(url, self.label, pool_size, statement_timeout)
+        self._closed = False
+        self.conn = PgConnection(self)
+
+    # --- statements ------------------------------------------------------------------------
+    def _current(self) -> Any:
+        return getattr(self._pool.local, "conn", None)
+
+    def _execute(self, sql: str, args: Any, *, many: bool) -> Result:
+        import psycopg
+
+        if self._closed:
+            raise StorageError("the database is closed")
+        conn = self._current()
+        if conn is not None:
+            return self._in_transaction(conn, sql, args, many)
+        attempts = self._pool.size + 1  # every pooled connection may have been dropped by the server
+        for attempt in range(1, attempts + 1):
+            try:
+                with self._pool.connection() as fresh:
+                    return _run(fresh, sql, args, many)
+            except psycopg.OperationalError as exc:
+                if attempt == attempts or many or not _READ.match(sql):
+                    raise StorageError(f"the statement failed on {self.label}: {_reason(exc)}") from exc
+            except psycopg.errors.IntegrityError:
+                raise
+            except psycopg.Error as exc:
+                raise StorageError(f"the statement failed on {self.label}: {_reason(exc)}") from exc
+        raise AssertionError("unreachable")
+
+    def _in_transaction(self, conn: Any, sql: str, args: Any, many: bool) -> Result:
+        import psycopg
+
+        try:
+            return _run(conn, sql, args, many)
+        except psycopg.errors.IntegrityError:
+            raise
+        except psycopg.Error as exc:
+            raise StorageError(f"the statement failed on {self.label}: {_reason(exc)}") from exc
+
+    def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[Any]:
+        """Run a read; failures become :class:`StorageError` naming ``what``."""
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except StorageError as exc:
+            raise StorageError(f"{what} failed: {exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgConnection]:
+        """A transaction on one pooled connection, after the store's write lock; re-entrant per thread
+        (and across the stores of this URL). A pooled connection the server dropped is replaced."""
+        import psycopg
+
+        if self._current() is not None:
+            yield self.conn
+            return
+        if self._closed:
+            raise StorageError("the database is closed")
+        conn = self._begin()
+        try:
+            local = self._pool.local
+            local.conn = conn
+            try:
+                yield self.conn
+            except BaseException:
+                local.conn = None
+                _quietly(conn, "ROLLBACK")
+                raise
+            local.conn = None
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                _quietly(conn, "ROLLBACK")
+                raise StorageError(f"the write failed on {self.label} (rolled back): {_reason(exc)}") from exc
+        finally:
+            self._pool.putconn(conn)
+
+    def _begin(self) -> Any:
+        """A pooled connection after ``BEGIN`` and the write lock (another one when the server dropped
+        the first); on failure nothing is held."""
+        import psycopg
+
+        conn = self._pool.getconn()
+        for attempt in range(self._pool.size + 1):
+            try:
+                conn.execute("BEGIN")
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (WRITE_LOCK,))
+                return conn
+            except psycopg.Error as exc:
+                if not (conn.closed or conn.broken) or attempt == self._pool.size:
+                    _quietly(conn, "ROLLBACK")
+                    self._pool.putconn(conn)
+                    raise StorageError(f"cannot start a write on {self.label}: {_reason(exc)}") from exc
+            self._pool.putconn(conn)  # the pool drops a broken connection
+            conn = self._pool.getconn()
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.release()
+
+
+def _quietly(conn: Any, sql: str) -> None:
+    import psycopg
+
+    with suppress(psycopg.Error):  # a dead connection rolled back by itself; the pool drops it
+        conn.execute(sql)
+
+
+def _run(conn: Any, sql: str, args: Any, many: bool) -> Result:
+    with conn.cursor() as cur:
+        if many:
+            cur.executemany(sql, args)
+            return Result([], cur.rowcount)
+        cur.execute(sql, args if args else None)
+        rows = cur.fetchall() if cur.description is not None else []
+        return Result(rows, cur.rowcount)
+
+
+def _reason(exc: BaseException) -> str:
+    diag = getattr(exc, "diag", None)
+    lines = str(exc).strip().splitlines()
+    message = getattr(diag, "message_primary", None) or (lines[0] if lines else type(exc).__name__)
+    return connect_error(str(message))

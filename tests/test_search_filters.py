@@ -12,6 +12,8 @@ import pytest
 from tiermem import InvalidInput, Memory
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.fixture
 def filled(root: Path) -> Iterator[Memory]:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
 
 

@@ -12,6 +12,8 @@ from tiermem.search.parts import label_of, sentence_parts
 from tiermem.search.vectors import NO_CATEGORY, TIER_CODE, VectorFilter, VectorIndex
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 LONG = ("Alice: We talked about the weather for a while. Then the garden needed water and weeding. "
         "The cat slept all day on the sofa. My sister plays the violin in the city orchestra.")
 SHORT = "Bob: The violin and the orchestra."

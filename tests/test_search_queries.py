@@ -11,6 +11,8 @@ from tiermem import InvalidInput, Memory
 from tiermem.search import fts
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 BEES = "The user keeps bees behind the garden shed"
 DARK = "The user prefers dark mode in every editor"
 CJK = "我喜欢养蜜蜂和种花"
@@ -59,12 +61,14 @@ def test_control_characters_never_reach_fts() -> None:
     "bees AND", "bees OR", "NOT bees", "bees NEAR honey", "NEAR(bees honey, 2)", "bees*", "^bees", "text:bees",
     '"bees', 'bees"', '"bees"', "(bees", "bees)", "{bees}", "bees + -honey", "'bees'", "bees;", "bees --",
     "bees\\", "bees\x00", "\x07bees\x1b", "bees\u200b", "bees\ud800",
+    "bees & honey", "bees | honey", "!bees", "bees <-> honey", "bees:*", "bees:AB", "'bees':*", "bees\\'",
 ])
 def test_fts_syntax_and_junk_are_plain_text(kw: Memory, query: str) -> None:
     assert texts(kw.search(query, min_score=0))[0] == BEES  # the floor aside: junk words weaken the score
 
 
-@pytest.mark.parametrize("query", ["AND", "OR NOT", "NEAR", "*", '"', "()", "^", ":", "-", '""', "NEAR()"])
+@pytest.mark.parametrize("query", ["AND", "OR NOT", "NEAR", "*", '"', "()", "^", ":", "-", '""', "NEAR()",
+                                   "&", "|", "!", "<->", ":*", "'", "\\"])
 def test_queries_made_only_of_syntax_are_safe(kw: Memory, query: str) -> None:
     assert isinstance(kw.search(query), list)  # no FTS error; nothing of them is in the facts
 

@@ -12,6 +12,8 @@ from tiermem.search.engine import PendingQuery
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 FACTS = [
     "The user prefers dark mode in every editor",
     "The user's daughter is allergic to peanuts",

@@ -5,8 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from tiermem import Memory
 from tiermem.testing import FakeClock, HashEmbedder
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
 

@@ -16,6 +16,8 @@ from tiermem.search.evidence import Blend, QueryTerms, Term, idf
 from tiermem.search.floor import UNKNOWN_MODEL_MIN_SCORE, default_min_score
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 FACTS = [
     "The user prefers dark mode in every editor",
     "The user's daughter is allergic to peanuts",

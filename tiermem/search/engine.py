@@ -8,7 +8,8 @@ One search (R44-R49):
 3. keyword candidates: the word index (BM25, stop words removed), the trigram index for
    Chinese/Japanese/Korean/Thai text, a substring scan for one- or two-character runs of those
    scripts, and trigram substrings of the words when the word index finds too little;
-4. vector candidates from the in-memory index (query embedding: one embedder call);
+4. vector candidates from the vector index - in memory, or the database's own where it has one
+   (query embedding: one embedder call);
 5. every candidate gets its **score**: the evidence that it answers the query, in [0, 1],
    ``(wk * keyword coverage + wv * cosine) / (wk + wv)`` - the IDF-weighted share of the
    query's terms the item holds, and the cosine of the query's and the item's embeddings,
@@ -48,9 +49,8 @@ from tiermem.search.floor import check_min_score, default_min_score
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
 from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
 from tiermem.search.keywords import KeywordResult, KeywordSearch
-from tiermem.storage.db import Database
-from tiermem.storage.embeddings import EmbeddingRepository
-from tiermem.storage.search import DocRow, SearchRepository
+from tiermem.storage.search import DocRow, SearchIndex, open_search_index
+from tiermem.storage.sql import Database
 from tiermem.types import Fact, Scope, SearchHit
 
 if TYPE_CHECKING:
@@ -99,11 +99,11 @@ class SearchEngine:
 
     def __init__(self, db: Database, embedder: Callable[[], Embedder], settings: Settings, clock: Clock,
                  tz: tzinfo | None = None) -> None:
-        self.docs = SearchRepository(db)
+        self.docs = open_search_index(db)
         self.settings = settings
         self.clock = clock
         self.tz = tz if tz is not None else settings.tz()
-        self.indexer = Indexer(self.docs, EmbeddingRepository(db), embedder, settings)
+        self.indexer = make_indexer(db, self.docs, embedder, settings)
         self.keywords = KeywordSearch(self.docs, settings.search_keyword_budget, settings.search_context_weight)
         self.pending_sources: list[PendingSource] = []
         #: Run after validation, before each search (``Memory`` re-indexes edited Markdown files).
@@ -171,7 +171,7 @@ class SearchEngine:
         keyword = (self.keywords.run(scope, fts.parse(text), filters.for_sql(), n, s.search_keyword_weight)
                    if s.search_keyword_weight > 0 else KeywordResult([], QueryTerms()))
         vectors = RankedList("vector", s.search_vector_weight,
-                             self.indexer.nearest(scope, vector, n, filters.for_vectors())
+                             self.indexer.nearest(scope, vector, n, filters)
                              if s.search_vector_weight > 0 else [])
         lists = [*keyword.lists, vectors]
         rows = self.docs.docs(list({doc_id: None for lst in lists if lst.weight > 0 for doc_id, _ in lst.items}))
@@ -229,6 +229,19 @@ class SearchEngine:
                 log.warning("pending source %r failed", source, exc_info=True)
         merged.sort(key=lambda hit: -hit.score)
         return merged[: request.k]
+
+
+def make_indexer(db: Database, docs: SearchIndex, embedder: Callable[[], Embedder], settings: Settings) -> Indexer:
+    """The indexer for ``db``: vectors searched by the database when its backend can
+    (``Backend.vector_queries``), else loaded into this process's memory per scope."""
+    vectors = db.parts.embeddings(db)
+    if db.parts.vector_queries is not None:
+        from tiermem.search.database import DatabaseIndexer
+
+        return DatabaseIndexer(docs, vectors, embedder, settings, db.parts.vector_queries(db))
+    from tiermem.search.loaded import LoadedIndexer
+
+    return LoadedIndexer(docs, vectors, embedder, settings)
 
 
 def _hit(row: DocRow, score: float) -> SearchHit:

@@ -1,18 +1,20 @@
-"""Turn any user text into safe FTS5 MATCH expressions (R45).
+"""Turn any user text into the terms of a keyword search (R45).
 
-The text is split into terms here, in Python; every term is emitted as a double-quoted FTS5
-string, and terms are joined with ``OR``. So FTS5 never sees user syntax: ``AND``, ``NOT``,
-``NEAR``, ``*``, ``^``, ``:``, quotes and parentheses are plain text (or separators), and control
-characters are dropped before anything else happens.
+The text is split into terms here, in Python; the keyword index receives each term quoted (a
+double-quoted FTS5 string on SQLite, a quoted ``tsquery`` lexeme on PostgreSQL), terms joined
+with ``OR``. So no index ever sees user syntax: ``AND``, ``NOT``, ``NEAR``, ``*``, ``^``, ``:``,
+``&``, ``|``, quotes and parentheses are plain text (or separators), and control characters are
+dropped before anything else happens.
 
 Three kinds of terms:
 
 - **words** (Latin, Cyrillic, ... scripts with spaces) for the ``porter unicode61`` index; English
   stop words are removed unless nothing else is left;
 - **grams**: runs of scripts written without spaces (Chinese, Japanese, Korean, Thai, ...) of three
-  or more characters become their overlapping 3-character windows, for the ``trigram`` index;
-- **short** runs of such scripts (one or two characters) are too short for trigrams: the search
-  engine finds them with a plain substring scan over the scope.
+  or more characters become their overlapping 3-character windows, for the gram index;
+- **short** runs of such scripts (one or two characters) are too short for trigrams: SQLite finds
+  them with a plain substring scan over the scope, PostgreSQL in its gram column (which holds
+  each character and 2-character window of those scripts).
 
 Words of three or more characters are also offered as trigram substrings (``press`` finds
 ``WordPress``) for when the word index finds too little.
@@ -21,8 +23,12 @@ Words of three or more characters are also offered as trigram substrings (``pres
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass
+
+from tiermem.storage.search import UNSEGMENTED_RANGES
+from tiermem.storage.sqlite.search import match_expression, quote
+
+__all__ = ["KeywordQuery", "clean", "is_unsegmented", "match_expression", "parse", "quote"]
 
 MAX_TERMS = 128  # per kind: bounds the cost of a pasted paragraph (later terms are ignored)
 
@@ -38,44 +44,14 @@ _STOP_WORDS_TEXT = """
 """
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
-# Scripts written without spaces between words: a "word" there is a whole phrase, so the word
-# index cannot find its parts; the trigram index (and a scan for 1-2 characters) can.
-_UNSEGMENTED_RANGES: tuple[tuple[int, int], ...] = (
-    (0x0E00, 0x0EFF),  # Thai, Lao
-    (0x1000, 0x109F),  # Myanmar
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x1780, 0x17FF),  # Khmer
-    (0x2E80, 0x2FDF),  # CJK radicals
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility Jamo, Katakana extensions
-    (0x3400, 0x4DBF),  # CJK extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xA960, 0xA97F),  # Hangul Jamo extended A
-    (0xAC00, 0xD7FF),  # Hangul syllables (+ Jamo extended B)
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF66, 0xFF9F),  # half-width Katakana
-    (0x20000, 0x3FFFF),  # CJK extensions B and later
-)
-
-
 def is_unsegmented(char: str) -> bool:
     code = ord(char)
-    return any(lo <= code <= hi for lo, hi in _UNSEGMENTED_RANGES)
+    return any(lo <= code <= hi for lo, hi in UNSEGMENTED_RANGES)
 
 
 def clean(text: str) -> str:
     """``text`` with control, format and surrogate characters replaced by spaces."""
     return "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") else c for c in text)
-
-
-def quote(term: str) -> str:
-    """``term`` as an FTS5 string literal: whatever it holds, FTS5 reads it as text."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def match_expression(terms: Sequence[str]) -> str:
-    """``"a" OR "b" ...`` for FTS5 MATCH (empty when there are no terms)."""
-    return " OR ".join(quote(term) for term in terms)
 
 
 def _tokens(text: str) -> tuple[list[str], list[str]]:

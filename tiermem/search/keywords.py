@@ -1,18 +1,20 @@
-"""The keyword side of a search: which FTS5 queries to run for a :class:`KeywordQuery`, within a
-work budget.
+"""The keyword side of a search: which keyword queries to run for a :class:`KeywordQuery`, within
+a work budget.
 
-BM25 ranking costs time per matching row, so a term found in a large share of a big store
-("user" in every fact) would dominate the latency while adding little to the ranking. Terms are
-therefore taken rarest first while the summed document frequency stays within ``budget``
-(``search_keyword_budget``); in stores smaller than the budget nothing is ever dropped. Document
-frequencies come from the ``fts5vocab`` tables and are cached for a while.
+Ranking costs time per matching row (BM25 on SQLite, ``ts_rank`` on PostgreSQL), so a term found
+in a large share of a big store ("user" in every fact) would dominate the latency while adding
+little to the ranking. Terms are therefore taken rarest first while the summed document frequency
+stays within ``budget`` (``search_keyword_budget``); in stores smaller than the budget nothing is
+ever dropped. Document frequencies come from the index (:class:`SearchIndex`) and are cached for
+a while.
 
 Lists produced (each best first):
 
-- ``words``: the porter/unicode61 index, terms OR-ed, BM25;
-- ``grams``: the trigram index for runs of Chinese, Japanese, Korean, Thai ... text;
-- ``substrings``: trigram phrases of the words, when the word index found fewer than asked;
-- ``scan``: a substring scan of the scope for one- and two-character runs of those scripts.
+- ``words``: the word index (stems), terms OR-ed;
+- ``grams``: the gram index for runs of Chinese, Japanese, Korean, Thai ... text;
+- ``substrings``: substrings of the words (through the gram index), when the word index found
+  fewer than asked;
+- ``scan``: one- and two-character runs of those scripts anywhere in the scope.
 
 It also weighs the query's terms (IDF over the items' own text) and measures which of them each
 candidate holds, the keyword coverage of :mod:`tiermem.search.evidence`. Finding which items
@@ -26,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tiermem.search.evidence import QueryTerms, Term, idf
-from tiermem.search.fts import KeywordQuery, match_expression
+from tiermem.search.fts import KeywordQuery
 from tiermem.search.hybrid import RankedList
-from tiermem.storage.search import DocFilter, SearchRepository
+from tiermem.storage.search import DocFilter, SearchIndex
 from tiermem.types import Scope
 
 SCAN_LIMIT = 5000  # items a short-term substring scan may collect
@@ -44,13 +46,13 @@ class KeywordResult:
 
 
 class KeywordSearch:
-    """Runs the keyword queries of one search against the FTS5 indexes."""
+    """Runs the keyword queries of one search against the store's keyword index."""
 
-    def __init__(self, docs: SearchRepository, budget: int, context_weight: float = 0.75) -> None:
+    def __init__(self, docs: SearchIndex, budget: int, context_weight: float = 0.75) -> None:
         self.docs = docs
         self.budget = budget
         self.context_weight = context_weight
-        self._df: dict[tuple[str, str], tuple[int, int]] = {}  # (table, term) -> (df, doc seq then)
+        self._df: dict[tuple[str, str], tuple[int, int]] = {}  # (index, term) -> (df, doc seq then)
         self._total = (0, -1)  # (items in the store, doc seq when counted)
         self._lock = threading.Lock()
 
@@ -59,22 +61,22 @@ class KeywordSearch:
         doc_seq = self.docs.high_water()[0]
         lists: list[RankedList] = []
         keys = self.docs.index_terms(list(query.words)) if query.words else []
-        words = self._affordable("search_words", list(query.words), keys, doc_seq)
+        words = self._affordable("words", list(query.words), keys, doc_seq)
         found: set[int] = set()
         if words:
-            items = self.docs.match("search_words", match_expression(words), scope, flt, n, self.context_weight)
+            chosen = set(words)
+            items = self.docs.match_words(words, [k for w, k in zip(query.words, keys, strict=True) if w in chosen],
+                                          scope, flt, n, self.context_weight)
             lists.append(RankedList("words", weight, items))
             found = {doc_id for doc_id, _ in items}
-        grams = self._affordable("search_grams", list(query.grams), [[g.casefold()] for g in query.grams], doc_seq)
+        grams = self._affordable("grams", list(query.grams), [[g.casefold()] for g in query.grams], doc_seq)
         if grams:
-            lists.append(RankedList("grams", weight, self.docs.match("search_grams", match_expression(grams), scope,
-                                                                       flt, n)))
+            lists.append(RankedList("grams", weight, self.docs.match_grams(grams, scope, flt, n)))
         if len(found) < n and query.substrings:
             pieces = [[s[i:i + 3] for i in range(len(s) - 2)] for s in query.substrings]
-            phrases = self._affordable("search_grams", list(query.substrings), pieces, doc_seq)
+            phrases = self._affordable("grams", list(query.substrings), pieces, doc_seq)
             if phrases:
-                extra = [(doc_id, score) for doc_id, score in
-                         self.docs.match("search_grams", match_expression(phrases), scope, flt, n)
+                extra = [(doc_id, score) for doc_id, score in self.docs.match_substrings(phrases, scope, flt, n)
                          if doc_id not in found]
                 lists.append(RankedList("substrings", weight, extra))
         scanned: Sequence[tuple[int, str]] = ()
@@ -91,12 +93,13 @@ class KeywordSearch:
         total = self._items(doc_seq)
         terms: list[Term] = []
         if query.words:
-            df = self._doc_freqs("search_words:text", [k for group in keys for k in group], doc_seq)
+            df = self._doc_freqs("words:text", [k for w, group in zip(query.words, keys, strict=True)
+                                                if w in checked for k in group], doc_seq)
             terms.extend(Term(word, idf(total, max(df[k] for k in group)), tuple(group))
                          for word, group in zip(query.words, keys, strict=True) if group and word in checked)
         if query.grams:
             folded = [g.casefold() for g in query.grams]
-            df = self._doc_freqs("search_grams", folded, doc_seq)
+            df = self._doc_freqs("grams", folded, doc_seq)
             terms.extend(Term(g, idf(total, df[g])) for g in folded)
         for needle in query.short:
             terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
@@ -127,12 +130,12 @@ class KeywordSearch:
                 self._total = (count, doc_seq)
         return count
 
-    def _affordable(self, table: str, terms: list[str], index_terms: list[list[str]], doc_seq: int) -> list[str]:
+    def _affordable(self, index: str, terms: list[str], index_terms: list[list[str]], doc_seq: int) -> list[str]:
         """``terms`` (each costing the document frequencies of its ``index_terms``) rarest first
         while the total cost stays within the budget; in the original order."""
         if not terms or doc_seq * sum(len(t) for t in index_terms) <= self.budget:
             return terms
-        df = self._doc_freqs(table, [t for group in index_terms for t in group], doc_seq)
+        df = self._doc_freqs(index, [t for group in index_terms for t in group], doc_seq, cap=self.budget)
         costs = [sum(df[t] for t in group) for group in index_terms]
         kept: set[int] = set()
         total = 0
@@ -143,24 +146,29 @@ class KeywordSearch:
             total += costs[i]
         return [term for i, term in enumerate(terms) if i in kept]
 
-    def _doc_freqs(self, table: str, terms: list[str], doc_seq: int) -> dict[str, int]:
+    def _doc_freqs(self, index: str, terms: list[str], doc_seq: int, cap: int | None = None) -> dict[str, int]:
+        """Document frequencies, cached; with ``cap``, a count above it stands for any count above
+        it (the index may stop counting there: :meth:`SearchIndex.doc_freqs`)."""
+        capped = f"{index}>{cap}"
         out: dict[str, int] = {}
         missing: list[str] = []
         with self._lock:
             for term in terms:
-                cached = self._df.get((table, term))
+                cached = self._df.get((index, term))
+                if cached is None and cap is not None:
+                    cached = self._df.get((capped, term))
                 if cached is not None and doc_seq - cached[1] <= cached[0] // 10:  # off by 10% at most
                     out[term] = cached[0]
                 else:
                     missing.append(term)
         if missing:
-            fresh = (self.docs.text_doc_freqs(missing) if table == "search_words:text"
-                     else self.docs.doc_freqs(table, missing))
+            fresh = (self.docs.text_doc_freqs(missing) if index == "words:text"
+                     else self.docs.doc_freqs(index, missing, cap))
             with self._lock:
                 if len(self._df) > _CACHE_MAX:
                     self._df.clear()
                 for term, count in fresh.items():
-                    self._df[(table, term)] = (count, doc_seq)
+                    self._df[(index if cap is None or count <= cap else capped, term)] = (count, doc_seq)
             out.update(fresh)
         return out
 

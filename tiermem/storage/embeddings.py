@@ -4,18 +4,26 @@ The key makes the store a cache: text that did not change (same hash) is never e
 for the same model, whatever row it belongs to. ``search_docs.embed_hash`` links an item to its
 vector; ``meta['embedding_model']`` records the model the index was built with, so a change of
 model is noticed (and ``reindex`` fills in the vectors of the new one).
+
+:class:`EmbeddingRepository` is the portable part (one SQL text for both backends). Where the
+vectors are *searched* differs: SQLite stores them only, and the search engine loads a scope's
+vectors into memory (:mod:`tiermem.search.loaded`); PostgreSQL also keeps a ``halfvec`` copy per
+item with an HNSW index and answers nearest-neighbour queries itself (:class:`VectorQueries`,
+:mod:`tiermem.storage.postgres.vectors`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.storage.chunks import SHARED_AGENT
-from tiermem.storage.db import Database
 from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.search import DocFilter
+    from tiermem.storage.sql import Database
 
 MODEL_KEY = "embedding_model"
 
@@ -36,13 +44,35 @@ class PendingDoc:
 VectorRow = tuple[int, str, "str | None", "str | None", "bytes | None"]
 
 
+#: An item's stored vector as the database search sees it: (doc id, tier, whether it is the item's
+#: own vector (else a sentence part's), float32 blob).
+ItemVector = tuple[int, str, bool, bytes]
+
+
+class VectorQueries(Protocol):
+    """Nearest-neighbour search done by the database (``Backend.vector_queries``)."""
+
+    def nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter) -> list[tuple[int, float]]:
+        """The ``top`` items of ``scope`` whose own or part vectors of ``model`` are nearest to the
+        float32 ``query`` (L2-normalised): ``(doc id, cosine of its best vector)``, best first."""
+        ...
+
+    def item_vectors(self, model: str, doc_ids: Sequence[int]) -> list[ItemVector]:
+        """Every stored vector (own and parts, exact float32) of ``model`` for ``doc_ids``."""
+        ...
+
+
 class EmbeddingRepository:
     """Vectors, their cache keys, and the model the index was built with."""
+
+    #: SQL condition (and its argument) of a text that may hold more than one sentence: an end
+    #: mark followed by white space. Backends override it with their pattern syntax.
+    SENTENCE_TEST: tuple[str, str] = ("", "")
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def _rows(self, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
         return self.db.rows(sql, args, "embedding query")
 
     # --- model identity --------------------------------------------------------------------
@@ -103,16 +133,24 @@ class EmbeddingRepository:
         return found
 
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
-              links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = ()) -> None:
+              links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
+              parts: Sequence[tuple[str, int]] = ()) -> None:
         """Write ``(hash, float32 blob)`` vectors, ``(hash, doc id)`` links and ``(context, doc id)``
-        keyword contexts in one transaction."""
+        keyword contexts in one transaction. ``parts``: ``(hash, doc id)`` of the items' sentence
+        vectors (a backend that searches vectors itself indexes them; SQLite finds them again
+        from the items' text when it loads a scope)."""
         with self.db.transaction() as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)",
-                [(h, model, dim, blob) for h, blob in vectors])
-            conn.executemany("UPDATE search_docs SET embed_hash = ? WHERE id = ?", links)
-            conn.executemany("UPDATE search_docs SET context = ? WHERE id = ? AND context IS NOT ?",
-                             [(text, doc_id, text) for text, doc_id in contexts])
+            self._write(conn, model, dim, vectors, links, contexts)
+
+    def _write(self, conn: Any, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
+               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]]) -> None:
+        conn.executemany(
+            "INSERT INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (content_hash, model) DO NOTHING",
+            [(h, model, dim, blob) for h, blob in vectors])
+        conn.executemany("UPDATE search_docs SET embed_hash = ? WHERE id = ?", links)
+        conn.executemany("UPDATE search_docs SET context = ? WHERE id = ? AND context <> ?",  # never NULL
+                         [(text, doc_id, text) for text, doc_id in contexts])
 
     def vectors_of(self, doc_ids: Sequence[int], model: str) -> dict[int, bytes]:
         """``doc id -> float32 blob`` for the items that have a vector for ``model``."""
@@ -150,7 +188,8 @@ class EmbeddingRepository:
         """``(id, text, source)`` of the items (of ``scope`` or all) with id > ``after_id`` whose text
         may hold more than one sentence (an end mark followed by white space), and with ``chunks``
         every Markdown chunk too, in batches by id."""
-        sql = "SELECT d.id, d.text, d.source FROM search_docs d WHERE d.id > ? AND (d.text GLOB ?"
+        test, pattern = self.SENTENCE_TEST
+        sql = f"SELECT d.id, d.text, d.source FROM search_docs d WHERE d.id > ? AND ({test}"
         sql += " OR d.source = 'chunk')" if chunks else ")"
         extra: list[Any] = []
         if scope is not None:
@@ -158,7 +197,7 @@ class EmbeddingRepository:
             extra = [scope.user_id, scope.agent_name, SHARED_AGENT]
         last = after_id
         while True:
-            rows = self._rows(sql + " ORDER BY d.id LIMIT ?", [last, "*[.!?…。！？][ \n\t]*", *extra, batch])
+            rows = self._rows(sql + " ORDER BY d.id LIMIT ?", [last, pattern, *extra, batch])
             if not rows:
                 return
             yield [(int(r[0]), str(r[1]), str(r[2])) for r in rows]

@@ -1,27 +1,51 @@
-"""SQL of the search index: keyword queries over the FTS5 tables, item metadata, change tracking.
+"""The search index as the search engine sees it, whichever database holds it.
 
 Every searchable item (a fact, a ``MEMORY.md`` bullet, a daily record) is one row of
-``search_docs``, kept in sync with ``facts`` and ``chunks`` by triggers (see the migration).
-Queries are always confined to one scope: facts of (user, agent) and the user's Markdown chunks
-(``agent_name = '*'``). MATCH expressions come from :mod:`tiermem.search.fts`, which quotes every
-term, so no user text reaches FTS5 as syntax.
+``search_docs``, kept in sync with ``facts`` and ``chunks`` by triggers. Queries are always
+confined to one scope: facts of (user, agent) and the user's Markdown chunks (``agent_name = '*'``).
+
+:class:`SearchIndex` is what the engine needs: keyword lists, index terms and their document
+frequencies, the items themselves and a cheap "did anything change?". The keyword index itself
+differs per backend (FTS5 on SQLite: :mod:`tiermem.storage.sqlite.search`; ``tsvector`` columns
+with GIN indexes on PostgreSQL: :mod:`tiermem.storage.postgres.search`); :class:`SearchRepository`
+holds the portable part both share. Terms always reach the database as quoted literals or
+parameters, so no user text is ever read as query syntax.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tiermem.errors import StorageError
 from tiermem.storage.chunks import SHARED_AGENT
-from tiermem.storage.db import Database
 from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
 
 #: Removal-log rows kept; older ones are pruned (an index that fell further behind reloads).
 REMOVED_LOG_KEEP = 50_000
-_PRUNED_KEY = "search_removed_pruned_below"
+PRUNED_KEY = "search_removed_pruned_below"
+
+#: Scripts written without spaces between words: a "word" there is a whole phrase, so the word
+#: index cannot find its parts; grams can (:mod:`tiermem.search.fts` splits queries by them).
+UNSEGMENTED_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x2FDF),  # CJK radicals
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility Jamo, Katakana extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo extended A
+    (0xAC00, 0xD7FF),  # Hangul syllables (+ Jamo extended B)
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width Katakana
+    (0x20000, 0x3FFFF),  # CJK extensions B and later
+)
 
 
 @dataclass(frozen=True)
@@ -61,13 +85,15 @@ class DocRow:
     line_end: int | None = None
 
 
-def _scope_sql(scope: Scope, alias: str = "d") -> tuple[str, list[Any]]:
+def scope_sql(scope: Scope, alias: str = "d") -> tuple[str, list[Any]]:
+    """The condition (and its arguments) confining rows aliased ``alias`` to ``scope``."""
     return (f"{alias}.user_id = ? AND {alias}.agent_name IN (?, ?)",
             [scope.user_id, scope.agent_name, SHARED_AGENT])
 
 
 def filter_sql(flt: DocFilter, alias: str = "d") -> tuple[str, list[Any]]:
-    """``AND ...`` clauses (possibly empty) for ``flt`` over ``search_docs`` aliased ``alias``."""
+    """``AND ...`` clauses (possibly empty) for ``flt`` over rows with the columns of
+    ``search_docs`` (``tier``, ``category``, ``at``) aliased ``alias``."""
     clauses: list[str] = []
     args: list[Any] = []
     if flt.tiers is not None:
@@ -89,131 +115,104 @@ def filter_sql(flt: DocFilter, alias: str = "d") -> tuple[str, list[Any]]:
     return "".join(f" AND {c}" for c in clauses), args
 
 
+Ranked = list[tuple[int, float]]  # (doc id, score) best first
+
+
+class SearchIndex(Protocol):
+    """The search index of one store (one implementation per backend)."""
+
+    # --- keyword lists: (doc id, score) best first, at most ``limit`` --------------------------
+    def match_words(self, words: Sequence[str], keys: Sequence[Sequence[str]], scope: Scope, flt: DocFilter,
+                    limit: int, context_weight: float) -> Ranked:
+        """Items holding any of ``words`` (each with its index terms ``keys``, from
+        :meth:`index_terms`), ranked by relevance; the ``context`` column counts
+        ``context_weight`` times the text."""
+        ...
+
+    def match_grams(self, grams: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> Ranked:
+        """Items holding any of the 3-character ``grams`` (runs of unsegmented scripts)."""
+        ...
+
+    def match_substrings(self, substrings: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> Ranked:
+        """Items whose text holds any of ``substrings`` (casefolded, 3+ characters) anywhere."""
+        ...
+
+    def scan(self, needles: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> list[tuple[int, str]]:
+        """``(doc id, text)`` of items holding any of ``needles`` (one- or two-character runs of
+        unsegmented scripts), in id order, at most ``limit``."""
+        ...
+
+    # --- terms and their statistics ---------------------------------------------------------
+    def index_terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """The terms the word index makes of each of ``texts``, in order."""
+        ...
+
+    def held_terms(self, terms: Sequence[str], doc_ids: Sequence[int]) -> dict[int, dict[str, set[str]]]:
+        """Which of the word-index ``terms`` each of ``doc_ids`` holds, and in which columns
+        (``"text"``, ``"context"``): ``{doc id: {term: columns}}``."""
+        ...
+
+    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many items (all scopes) hold each word-index term in their own text."""
+        ...
+
+    def doc_freqs(self, index: str, terms: Sequence[str], cap: int | None = None) -> dict[str, int]:
+        """How many items (all scopes) hold each of ``terms`` in ``index``: ``"words"`` (index
+        terms) or ``"grams"`` (casefolded 3-character grams). With ``cap`` the index may stop
+        counting past it: a count above ``cap`` then means "more than ``cap``"."""
+        ...
+
+    # --- items and change tracking (portable: :class:`SearchRepository`) --------------------
+    def total(self) -> int: ...
+
+    def count(self, scope: Scope) -> int: ...
+
+    def docs(self, ids: Sequence[int]) -> dict[int, DocRow]: ...
+
+    def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]: ...
+
+    def file_items(self, user_id: str, path: str) -> list[tuple[int, str, str | None, str]]: ...
+
+    def high_water(self) -> tuple[int, int]: ...
+
+    def removed_since(self, user_id: str, seq: int) -> tuple[list[int], bool]: ...
+
+    def prune_removed_log(self, keep: int = REMOVED_LOG_KEEP) -> None: ...
+
+
+def open_search_index(db: Database) -> SearchIndex:
+    """The search index of ``db``, as its backend implements it."""
+    return db.parts.search_index(db)
+
+
+_CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS INTEGER) END"  # never casts a fact id
+
+
 class SearchRepository:
-    """Keyword search and item lookups over ``search_docs`` and its FTS5 tables."""
+    """The portable part of :class:`SearchIndex`: items, counts and the removal log (one SQL text
+    for both backends). Backends subclass it with their keyword index."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def _rows(self, sql: str, args: Sequence[Any]) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
         return self.db.rows(sql, args, "search query")
-
-    # --- keyword search --------------------------------------------------------------------
-    def match(self, table: str, expression: str, scope: Scope, flt: DocFilter, limit: int,
-              context_weight: float = 0.5) -> list[tuple[int, float]]:
-        """``(doc id, score)`` best first for an FTS5 MATCH; score = -bm25 (higher is better).
-        In the word index, the ``context`` column counts ``context_weight`` times the text."""
-        if table not in ("search_words", "search_grams"):
-            raise ValueError(f"unknown FTS table {table!r}")
-        where, args = _scope_sql(scope)
-        extra, extra_args = filter_sql(flt)
-        rank = f"bm25({table}, 1.0, {float(context_weight)!r})" if table == "search_words" else f"bm25({table})"
-        sql = (f"SELECT d.id, {rank} AS rank FROM {table} JOIN search_docs d ON d.id = {table}.rowid"
-               f" WHERE {table} MATCH ? AND {where}{extra} ORDER BY rank LIMIT ?")
-        rows = self._rows(sql, [expression, *args, *extra_args, limit])
-        return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def scan(self, needles: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> list[tuple[int, str]]:
-        """Items of the scope containing any of ``needles`` (a plain ``instr`` scan, for terms too
-        short for the trigram index); ``(doc id, text)`` in id order, at most ``limit``."""
-        if not needles:
-            return []
-        where, args = _scope_sql(scope)
-        extra, extra_args = filter_sql(flt)
-        anyof = " OR ".join("instr(d.text, ?) > 0" for _ in needles)
-        sql = f"SELECT d.id, d.text FROM search_docs d WHERE {where}{extra} AND ({anyof}) LIMIT ?"
-        rows = self._rows(sql, [*args, *extra_args, *needles, limit])
-        return [(int(r[0]), str(r[1])) for r in rows]
-
-    def index_terms(self, texts: Sequence[str]) -> list[list[str]]:
-        """The terms the word index makes of each of ``texts`` (porter stems, in order), using a
-        scratch FTS5 table in ``temp``: what the word index would hold for that text."""
-        conn = self.db.conn
-        found: list[list[str]] = [[] for _ in texts]
-        if not texts:
-            return found
-        try:
-            self._scratch_tables()
-            conn.executemany("INSERT INTO temp.tiermem_query (rowid, text) VALUES (?, ?)",
-                             [(i + 1, text) for i, text in enumerate(texts)])
-            rows = conn.execute("SELECT doc, term FROM temp.tiermem_query_terms ORDER BY doc, offset").fetchall()
-            conn.execute("DELETE FROM temp.tiermem_query")
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot tokenize the query: {exc}") from exc
-        for doc, term in rows:
-            found[int(doc) - 1].append(str(term))
-        return found
-
-    def _scratch_tables(self) -> None:
-        conn = self.db.conn
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query USING fts5(text,"
-                     " tokenize='porter unicode61 remove_diacritics 2')")
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query_terms USING"
-                     " fts5vocab(temp, tiermem_query, 'instance')")
-
-    def held_terms(self, terms: Sequence[str], doc_ids: Sequence[int]) -> dict[int, dict[str, set[str]]]:
-        """Which of the word-index ``terms`` each of ``doc_ids`` holds, and in which columns
-        (``"text"``, ``"context"``): ``{doc id: {term: columns}}``. The cost grows with how many
-        items hold each term (its occurrences are read), so callers pass affordable terms only."""
-        out: dict[int, dict[str, set[str]]] = {}
-        if not terms or not doc_ids:
-            return out
-        conn = self.db.conn
-        ids = sorted(set(doc_ids))
-        try:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_instance USING"
-                         " fts5vocab(main, search_words, 'instance')")
-            for term in dict.fromkeys(terms):
-                for start in range(0, len(ids), 500):
-                    part = ids[start:start + 500]
-                    rows = conn.execute("SELECT doc, col FROM temp.tiermem_words_instance WHERE term = ?"
-                                        f" AND doc IN ({', '.join('?' for _ in part)})", [term, *part]).fetchall()
-                    for doc, col in rows:
-                        out.setdefault(int(doc), {}).setdefault(term, set()).add(str(col))
-        except sqlite3.Error as exc:
-            raise StorageError(f"search query failed: {exc}") from exc
-        return out
-
-    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many items hold each word-index term in their own text (not only in the context
-        of neighbours), all scopes."""
-        found: dict[str, int] = {}
-        conn = self.db.conn
-        try:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_columns USING"
-                         " fts5vocab(main, search_words, 'col')")
-            for term in dict.fromkeys(terms):
-                row = conn.execute("SELECT doc FROM temp.tiermem_words_columns WHERE term = ? AND col = 'text'",
-                                   (term,)).fetchone()
-                found[term] = int(row[0]) if row else 0
-        except sqlite3.Error as exc:
-            raise StorageError(f"search query failed: {exc}") from exc
-        return found
 
     def total(self) -> int:
         """How many items the index holds, all scopes."""
         return int(self._rows("SELECT COUNT(*) FROM search_docs", [])[0][0])
 
-    def doc_freqs(self, table: str, terms: Sequence[str]) -> dict[str, int]:
-        """How many items hold each of ``terms`` (index terms: stems or trigrams), all scopes."""
-        if table not in ("search_words", "search_grams"):
-            raise ValueError(f"unknown FTS table {table!r}")
-        unique = list(dict.fromkeys(terms))
-        found: dict[str, int] = {}
-        for term in unique:
-            rows = self._rows(f"SELECT doc FROM {table}_vocab WHERE term = ?", [term])
-            found[term] = int(rows[0][0]) if rows else 0
-        return found
+    def count(self, scope: Scope) -> int:
+        where, args = scope_sql(scope)
+        return int(self._rows(f"SELECT COUNT(*) FROM search_docs d WHERE {where}", args)[0][0])
 
-    # --- items -----------------------------------------------------------------------------
     def docs(self, ids: Sequence[int]) -> dict[int, DocRow]:
         """The rows of ``ids`` that still exist (with path and lines for chunks)."""
         out: dict[int, DocRow] = {}
         for start in range(0, len(ids), 500):
-            part = list(ids[start:start + 500])
+            part = [int(i) for i in ids[start:start + 500]]
             sql = ("SELECT d.id, d.source, d.ref, d.tier, d.category, d.at, d.text, c.path, c.line_start,"
-                   " c.line_end FROM search_docs d LEFT JOIN chunks c ON d.source = 'chunk'"
-                   " AND c.id = CAST(d.ref AS INTEGER)"
+                   f" c.line_end FROM search_docs d LEFT JOIN chunks c ON c.id = {_CHUNK_ID}"
                    f" WHERE d.id IN ({', '.join('?' for _ in part)})")
             for r in self._rows(sql, part):
                 out[int(r[0])] = DocRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
@@ -223,9 +222,9 @@ class SearchRepository:
         """The ``(user_id, path)`` of the Markdown files the chunk items ``doc_ids`` belong to."""
         found: set[tuple[str, str]] = set()
         for start in range(0, len(doc_ids), 500):
-            part = list(doc_ids[start:start + 500])
+            part = [int(i) for i in doc_ids[start:start + 500]]
             rows = self._rows(
-                "SELECT DISTINCT c.user_id, c.path FROM search_docs d JOIN chunks c ON c.id = CAST(d.ref AS INTEGER)"
+                f"SELECT DISTINCT c.user_id, c.path FROM search_docs d JOIN chunks c ON c.id = {_CHUNK_ID}"
                 f" WHERE d.source = 'chunk' AND d.id IN ({', '.join('?' for _ in part)})", part)
             found.update((str(r[0]), str(r[1])) for r in rows)
         return sorted(found)
@@ -238,23 +237,23 @@ class SearchRepository:
             [user_id, path])
         return [(int(r[0]), str(r[1]), r[2], str(r[3])) for r in rows]
 
-    def count(self, scope: Scope) -> int:
-        where, args = _scope_sql(scope)
-        return int(self._rows(f"SELECT COUNT(*) FROM search_docs d WHERE {where}", args)[0][0])
-
     # --- change tracking -------------------------------------------------------------------
     def high_water(self) -> tuple[int, int]:
-        """``(largest doc id, largest removal seq)`` ever used: cheap "did anything change?"."""
-        rows = self._rows("SELECT name, seq FROM sqlite_sequence WHERE name IN ('search_docs', 'search_removed')",
-                          [])
-        seqs = {str(r[0]): int(r[1]) for r in rows}
-        return seqs.get("search_docs", 0), seqs.get("search_removed", 0)
+        """``(largest doc id, largest removal seq)``: cheap "did anything change?". Ids only grow,
+        and one writer at a time commits them in order (:meth:`Database.transaction`)."""
+        docs, removed, pruned = self._rows(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM search_docs), (SELECT COALESCE(MAX(seq), 0) FROM search_removed),"
+            " (SELECT value FROM meta WHERE key = ?)", [PRUNED_KEY])[0]
+        return int(docs), max(int(removed), int(pruned or 0))
+
+    def _pruned_below(self) -> int:
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", [PRUNED_KEY])
+        return int(rows[0][0]) if rows else 0
 
     def removed_since(self, user_id: str, seq: int) -> tuple[list[int], bool]:
         """Doc ids of ``user_id`` removed after ``seq``; ``False`` if the log no longer reaches back
         that far (the caller must reload)."""
-        row = self.db.conn.execute("SELECT value FROM meta WHERE key = ?", (_PRUNED_KEY,)).fetchone()
-        if row is not None and seq < int(row[0]):
+        if seq < self._pruned_below():
             return [], False
         rows = self._rows("SELECT doc_id FROM search_removed WHERE seq > ? AND user_id = ?", [seq, user_id])
         return [int(r[0]) for r in rows], True
@@ -269,7 +268,8 @@ class SearchRepository:
             cur = conn.execute("DELETE FROM search_removed WHERE seq <= ?", (below,))
             if cur.rowcount:
                 conn.execute(
-                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value ="
-                    " MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
-                    (_PRUNED_KEY, str(below)),
+                    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = CASE"
+                    " WHEN CAST(meta.value AS BIGINT) > CAST(excluded.value AS BIGINT) THEN meta.value"
+                    " ELSE excluded.value END",
+                    (PRUNED_KEY, str(below)),
                 )

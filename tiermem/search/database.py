@@ -1,0 +1,85 @@
+"""Vectors searched by the database itself (PostgreSQL with pgvector: ``Backend.vector_queries``).
+
+Nothing is loaded into this process: every search asks the database for the nearest items of
+the scope (:meth:`tiermem.storage.embeddings.VectorQueries.nearest`, an HNSW index or an exact
+scan, see :mod:`tiermem.storage.postgres.vectors`), so many processes on many hosts search one
+store without each holding its vectors. The cosines that go into the scores are computed here,
+from the stored float32 vectors, exactly as :mod:`tiermem.search.loaded` does on SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from tiermem.config import Settings
+from tiermem.search.indexer import Indexer
+from tiermem.search.vectors import TIER_CODE
+from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
+from tiermem.storage.search import REMOVED_LOG_KEEP, DocFilter, SearchIndex
+from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from tiermem.models.protocols import Embedder
+    from tiermem.search.filters import SearchFilters
+
+
+class DatabaseIndexer(Indexer):
+    """Embeds items (shared :class:`Indexer`) and asks the database for nearest neighbours."""
+
+    def __init__(self, docs: SearchIndex, vectors: EmbeddingRepository, embedder: Callable[[], Embedder],
+                 settings: Settings, queries: VectorQueries) -> None:
+        super().__init__(docs, vectors, embedder, settings)
+        self.queries = queries
+
+    def refresh(self) -> None:
+        """After a write: embed new items (waits its turn behind other writers)."""
+        self.embed_pending()
+        removed = self.docs.high_water()[1]
+        if removed - self._pruned_at > REMOVED_LOG_KEEP:
+            self.docs.prune_removed_log()
+            self._pruned_at = removed
+
+    def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
+                filters: SearchFilters | None = None) -> list[tuple[int, float]]:
+        """Items written behind this process's back are embedded first, unless another thread is
+        embedding right now (a search does not wait for a writer)."""
+        self.embed_pending(wait=False)
+        flt = filters.for_sql() if filters is not None else DocFilter()
+        return self.queries.nearest(scope, self.model, _blob(vector), top, flt)
+
+    def similarities(self, scope: Scope, vector: npt.NDArray[np.float32], doc_ids: Sequence[int]) -> dict[int, float]:
+        """As :meth:`tiermem.search.loaded.LoadedIndexer.similarities`, from the stored float32 vectors."""
+        import numpy as np
+
+        q = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
+        blended = set(self.blended_tiers())
+        own: dict[int, tuple[float, int]] = {}  # doc id -> (cosine, tier code)
+        parts: dict[int, float] = {}
+        for doc_id, tier, is_own, blob in self.queries.item_vectors(self.model, list(dict.fromkeys(doc_ids))):
+            if len(blob) != 4 * len(q):
+                continue
+            value = float(np.frombuffer(blob, np.float32) @ q)
+            if is_own:
+                own[doc_id] = (value, TIER_CODE.get(tier, 0))
+            else:
+                parts[doc_id] = max(parts.get(doc_id, value), value)
+        return {doc_id: (max(parts[doc_id], value) if tier not in blended else parts[doc_id])
+                if doc_id in parts else value for doc_id, (value, tier) in own.items()}
+
+    def held_vectors(self, scope: Scope, doc_ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        import numpy as np
+
+        dim = self.embedder.dim
+        return {doc_id: np.frombuffer(blob, np.float32).copy()
+                for doc_id, _, is_own, blob in self.queries.item_vectors(self.model, list(dict.fromkeys(doc_ids)))
+                if is_own and len(blob) == 4 * dim}
+
+
+def _blob(vector: npt.NDArray[np.float32]) -> bytes:
+    import numpy as np
+
+    return bytes(np.ascontiguousarray(vector, dtype="<f4").reshape(-1).tobytes())

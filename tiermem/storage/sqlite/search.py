@@ -1,0 +1,152 @@
+"""The search index on SQLite: two FTS5 tables over ``search_docs`` (see the migration).
+
+``search_words`` (``porter unicode61``, columns ``text`` and ``context``) answers words by stem;
+``search_grams`` (``trigram``) answers 3-character grams and substrings. Every term reaches FTS5
+as a double-quoted string (:func:`tiermem.search.fts.quote`), so no user text is FTS5 syntax.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from tiermem.errors import StorageError
+from tiermem.storage.search import DocFilter, Ranked, SearchRepository, filter_sql, scope_sql
+from tiermem.storage.sql import Database
+from tiermem.types import Scope
+
+_TABLES = {"words": "search_words", "grams": "search_grams"}
+
+
+def quote(term: str) -> str:
+    """``term`` as an FTS5 string literal: whatever it holds, FTS5 reads it as text."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """``"a" OR "b" ...`` for FTS5 MATCH (empty when there are no terms)."""
+    return " OR ".join(quote(term) for term in terms)
+
+
+class FtsSearch(SearchRepository):
+    """Keyword search over the FTS5 tables, plus the portable item lookups."""
+
+    def match_words(self, words: Sequence[str], keys: Sequence[Sequence[str]], scope: Scope, flt: DocFilter,
+                    limit: int, context_weight: float) -> Ranked:
+        rank = f"bm25(search_words, 1.0, {float(context_weight)!r})"
+        return self._match("search_words", rank, match_expression(words), scope, flt, limit)
+
+    def match_grams(self, grams: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> Ranked:
+        return self._match("search_grams", "bm25(search_grams)", match_expression(grams), scope, flt, limit)
+
+    def match_substrings(self, substrings: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> Ranked:
+        # a quoted string of 3+ characters is a phrase of trigrams: a substring match
+        return self._match("search_grams", "bm25(search_grams)", match_expression(substrings), scope, flt, limit)
+
+    def _match(self, table: str, rank: str, expression: str, scope: Scope, flt: DocFilter, limit: int) -> Ranked:
+        """``(doc id, score)`` best first for an FTS5 MATCH; score = -bm25 (higher is better)."""
+        if not expression:
+            return []
+        where, args = scope_sql(scope)
+        extra, extra_args = filter_sql(flt)
+        sql = (f"SELECT d.id, {rank} AS rank FROM {table} JOIN search_docs d ON d.id = {table}.rowid"
+               f" WHERE {table} MATCH ? AND {where}{extra} ORDER BY rank LIMIT ?")
+        rows = self._rows(sql, [expression, *args, *extra_args, limit])
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def scan(self, needles: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> list[tuple[int, str]]:
+        """A plain ``instr`` scan of the scope (the terms are too short for the trigram index), in the
+        order of the scope index."""
+        if not needles:
+            return []
+        where, args = scope_sql(scope)
+        extra, extra_args = filter_sql(flt)
+        anyof = " OR ".join("instr(d.text, ?) > 0" for _ in needles)
+        sql = f"SELECT d.id, d.text FROM search_docs d WHERE {where}{extra} AND ({anyof}) LIMIT ?"
+        rows = self._rows(sql, [*args, *extra_args, *needles, limit])
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def index_terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """Porter stems, in order, using a scratch FTS5 table in ``temp``: what the word index
+        would hold for each text."""
+        conn = self.db.conn
+        found: list[list[str]] = [[] for _ in texts]
+        if not texts:
+            return found
+        try:
+            self._scratch_tables()
+            conn.executemany("INSERT INTO temp.tiermem_query (rowid, text) VALUES (?, ?)",
+                             [(i + 1, text) for i, text in enumerate(texts)])
+            rows = conn.execute("SELECT doc, term FROM temp.tiermem_query_terms ORDER BY doc, offset").fetchall()
+            conn.execute("DELETE FROM temp.tiermem_query")
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot tokenize the query: {exc}") from exc
+        for doc, term in rows:
+            found[int(doc) - 1].append(str(term))
+        return found
+
+    def _scratch_tables(self) -> None:
+        conn = self.db.conn
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query USING fts5(text,"
+                     " tokenize='porter unicode61 remove_diacritics 2')")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query_terms USING"
+                     " fts5vocab(temp, tiermem_query, 'instance')")
+
+    def held_terms(self, terms: Sequence[str], doc_ids: Sequence[int]) -> dict[int, dict[str, set[str]]]:
+        """Read from the ``instance`` vocabulary: the cost grows with how many items hold each
+        term, so callers pass affordable terms only."""
+        out: dict[int, dict[str, set[str]]] = {}
+        if not terms or not doc_ids:
+            return out
+        conn = self.db.conn
+        ids = sorted(set(doc_ids))
+        try:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_instance USING"
+                         " fts5vocab(main, search_words, 'instance')")
+            for term in dict.fromkeys(terms):
+                for start in range(0, len(ids), 500):
+                    part = ids[start:start + 500]
+                    rows = conn.execute("SELECT doc, col FROM temp.tiermem_words_instance WHERE term = ?"
+                                        f" AND doc IN ({', '.join('?' for _ in part)})", [term, *part]).fetchall()
+                    for doc, col in rows:
+                        out.setdefault(int(doc), {}).setdefault(term, set()).add(str(col))
+        except sqlite3.Error as exc:
+            raise StorageError(f"search query failed: {exc}") from exc
+        return out
+
+    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        conn = self.db.conn
+        try:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_columns USING"
+                         " fts5vocab(main, search_words, 'col')")
+            for term in dict.fromkeys(terms):
+                row = conn.execute("SELECT doc FROM temp.tiermem_words_columns WHERE term = ? AND col = 'text'",
+                                   (term,)).fetchone()
+                found[term] = int(row[0]) if row else 0
+        except sqlite3.Error as exc:
+            raise StorageError(f"search query failed: {exc}") from exc
+        return found
+
+    def doc_freqs(self, index: str, terms: Sequence[str], cap: int | None = None) -> dict[str, int]:
+        """Exact, whatever ``cap`` says: the vocabulary table has the count at hand."""
+        table = _TABLES.get(index)
+        if table is None:
+            raise ValueError(f"unknown index {index!r}")
+        found: dict[str, int] = {}
+        for term in dict.fromkeys(terms):
+            rows = self._rows(f"SELECT doc FROM {table}_vocab WHERE term = ?", [term])
+            found[term] = int(rows[0][0]) if rows else 0
+        return found
+
+    def high_water(self) -> tuple[int, int]:
+        """From ``sqlite_sequence`` (AUTOINCREMENT never reuses an id): one cheap read."""
+        rows = self._rows("SELECT name, seq FROM sqlite_sequence WHERE name IN ('search_docs', 'search_removed')",
+                          [])
+        seqs = {str(r[0]): int(r[1]) for r in rows}
+        return seqs.get("search_docs", 0), seqs.get("search_removed", 0)
+
+
+def search_index(db: Database) -> FtsSearch:
+    """The ``Backend.search_index`` factory."""
+    return FtsSearch(db)

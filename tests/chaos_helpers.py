@@ -12,8 +12,9 @@ that nothing is left in the queue but dead items with a reason, that every ackno
 there exactly once and no record is there twice, and that ``tiermem doctor`` finds the store
 healthy. The check restarts a copy of the store (:func:`verify_copy`), so the next writer meets
 what the kill left (items in flight, unsettled journal intents) as a restarted agent would; the
-last check restarts the store itself. :func:`run_chaos` alternates kills and checks; the suite
-(tests/test_chaos.py) runs it with a few dozen kills, bench/chaos.py with a thousand.
+last check restarts the store itself (on PostgreSQL every check does: the store is the database).
+:func:`run_chaos` alternates kills and checks; the suite (tests/test_chaos.py) runs it with a few
+dozen kills, bench/chaos.py with a thousand.
 """
 
 from __future__ import annotations
@@ -116,11 +117,15 @@ def preload() -> None:
     count_tokens("warm up")
 
 
-def writer(root: Path, run: int, seed: int, acks_path: Path, fault: str | None, ready: Connection) -> None:
-    """The writer process: works until killed (or 20 s pass); reports "ready" or its failure on ``ready``."""
+def writer(root: Path, run: int, seed: int, acks_path: Path, fault: str | None, ready: Connection,
+           database_url: str | None = None) -> None:
+    """The writer process: works until killed (or 20 s pass); reports "ready" or its failure on ``ready``.
+    ``database_url``: the test's PostgreSQL store (the fork server's environment is older than the test's)."""
     try:
         if fault is not None:
             os.environ["TIERMEM_FAULTS"] = fault
+        if database_url:
+            os.environ["TIERMEM_DATABASE_URL"] = database_url
         _write(root, run, seed, acks_path, fault is not None or run % 2 == 0, ready)
     except BaseException:
         ready.send(traceback.format_exc()[-3000:])
@@ -186,8 +191,11 @@ class Check:
 
 
 def journal_records(root: Path) -> Counter[str]:
+    from queue_helpers import refresh_mirror
+
     from tiermem.tiers.markdown import parse_records
 
+    refresh_mirror(root)  # on PostgreSQL the files are a mirror of the database
     files = sorted(root.glob("memory/*.md")) + sorted(root.glob("users/*/memory/*.md"))
     return Counter(r.text for path in files for r in parse_records(path.read_text(encoding="utf-8")))
 
@@ -247,6 +255,13 @@ def doctor_problems(root: Path) -> list[str]:
 
 # --- the loop ---------------------------------------------------------------------------------------
 
+def store_outside_root() -> bool:
+    """True when the store is a database server's (PostgreSQL): a copy of the root is no copy of
+    it, so each restart is checked on the store itself (the next writer then meets a settled
+    store; the restart still meets what the kill left)."""
+    return bool(os.environ.get("TIERMEM_DATABASE_URL"))
+
+
 @dataclass
 class ChaosResult:
     kills: int = 0  # SIGKILLs at a random moment
@@ -277,7 +292,9 @@ def one_life(root: Path, run: int, rng: random.Random, acks: Path, fault: str | 
     """Run a writer until its kill; returns "" or what went wrong."""
     context = _processes()
     ours, theirs = context.Pipe(duplex=False)
-    proc = context.Process(target=writer, args=(root, run, rng.randrange(2**31), acks, fault, theirs), daemon=True)
+    url = os.environ.get("TIERMEM_DATABASE_URL")
+    proc = context.Process(target=writer, args=(root, run, rng.randrange(2**31), acks, fault, theirs, url),
+                           daemon=True)
     proc.start()  # type: ignore[attr-defined]
     theirs.close()
     try:
@@ -319,7 +336,9 @@ def run_chaos(root: Path, work: Path, kills: int, seed: int, fault_rounds: int =
         result.kills += fault is None and not trouble
         last = run == len(plan) - 1 or len(result.problems) > 20
         try:
-            check = verify(root, read_acks(acks)) if last else verify_copy(root, work / "restarted", read_acks(acks))
+            in_place = last or store_outside_root()
+            check = verify(root, read_acks(acks)) if in_place else verify_copy(root, work / "restarted",
+                                                                                read_acks(acks))
         except Exception as exc:  # a restart that fails is what the chaos is looking for (a wedged queue)
             trace = traceback.format_exc(limit=-4)
             check, last = Check(problems=[f"the restart failed: {type(exc).__name__}: {exc}\n{trace}"]), True

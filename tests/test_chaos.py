@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from chaos_helpers import FAULT_POINTS, run_chaos
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 KILLS = 20
 SEED = 14

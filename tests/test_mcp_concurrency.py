@@ -24,6 +24,8 @@ from tiermem.concurrency import FairLock, ReadWriteLock, lazy_property
 from tiermem.mcp.server import build_server
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 DEADLINE = 60.0
 WAIT = 10.0  # how long a read may take while a write is stuck (it should take milliseconds)
 

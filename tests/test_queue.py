@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,9 +12,12 @@ from typing import Any
 
 import pytest
 from queue_helpers import extraction as reply
+from queue_helpers import rows
 
 from tiermem import Memory, ProviderError
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def turn(text: str, answer: str = "Noted.") -> list[dict[str, str]]:
@@ -53,8 +55,8 @@ def settle(mem: Memory) -> None:
 
 
 def outbox_rows(root: Path) -> list[tuple[str, str, str]]:
-    with sqlite3.connect(root / "tiermem.db") as conn:
-        return conn.execute("SELECT thread_id, status, messages FROM outbox ORDER BY id").fetchall()
+    return [(r["thread_id"], r["status"], r["messages"])
+            for r in rows(root, "SELECT thread_id, status, messages FROM outbox ORDER BY id")]
 
 
 def test_add_is_committed_before_it_returns(qmem: Memory, root: Path) -> None:

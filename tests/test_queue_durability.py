@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -24,11 +25,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from queue_helpers import assert_once, extraction, journal_texts, outbox, sql, thread
+from queue_helpers import assert_once, extraction, files_are_the_store, journal_texts, outbox, sql, thread
 
 from tiermem import Memory, ProviderError
 from tiermem.clock import utc_iso
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def dead_pid() -> int:
@@ -64,7 +67,10 @@ def test_sigkill_between_append_and_digests_does_not_double_the_record(root: Pat
     proc = subprocess.run([sys.executable, "-c", _KILLED_AFTER_APPEND, str(root)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == -9 and proc.stdout == "added\n", proc.stderr
-    assert_once(root, thread(0, 3))  # the kill came after the append
+    if files_are_the_store(root):
+        assert_once(root, thread(0, 3))  # the kill came after the append
+    else:
+        assert journal_texts(root) == []  # append and record are one transaction: the kill undid both
     with Memory(root, embedder=HashEmbedder(), timezone="UTC", queue_replay=False) as mem:
         assert mem.queue.flush(timeout=20)
         mem.queue.add("t1", thread(0, 5))  # the agent kept talking
@@ -299,8 +305,9 @@ def test_a_forked_process_claims_under_its_own_identity() -> None:
 
 
 def test_a_claimer_whose_lease_was_taken_over_changes_nothing(root: Path, clock: FakeClock) -> None:
+    # debounce past the clock's moves: the queue's own thread must not take the item between the claims
     with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", queue_replay=False,
-                shutdown_flush_seconds=0) as mem:
+                shutdown_flush_seconds=0, debounce_seconds=3600) as mem:
         mem.queue.add("t1", thread(0, 3))
         box = mem.queue.outbox
         first = box.claim(clock.now(), lease_seconds=60)
@@ -347,3 +354,71 @@ def test_a_deferred_item_merges_into_a_newer_one_that_arrived_meanwhile(root: Pa
         box.defer(item, clock.now())
         (merged,) = mem.queue.pending()
         assert merged.status == "pending" and merged.messages == thread(0, 4) and merged.attempts == 0
+
+
+# --- PostgreSQL: claims that do not wait (FOR UPDATE SKIP LOCKED) ------------------------------------
+
+def _row_locker() -> Any:
+    """Another session on the test's PostgreSQL store, in a transaction (to hold row locks)."""
+    import psycopg
+
+    conn = psycopg.connect(os.environ["TIERMEM_DATABASE_URL"])
+    conn.execute("SELECT 1")  # psycopg opens the transaction here
+    return conn
+
+
+def _waiting_for_a_lock(conn: Any) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                             " AND datname = current_database()").fetchone()[0])
+
+
+def test_a_claim_skips_an_item_another_session_holds(root: Path, clock: FakeClock, backend: str) -> None:
+    if backend != "postgres":
+        pytest.skip("row locks are PostgreSQL's: SQLite claimers take turns on the write lock")
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", queue_replay=False,
+                shutdown_flush_seconds=0) as mem:
+        mem.queue.add("t1", thread(0, 2))
+        mem.queue.add("t2", thread(0, 2, "t2"))
+        first, second = (r["id"] for r in outbox(root))
+        box, locker = mem.queue.outbox, _row_locker()
+        try:
+            locker.execute("SELECT id FROM outbox WHERE id = %s FOR UPDATE", [first])  # another worker's claim
+            taken = box.claim(clock.now(), lease_seconds=60)  # does not wait for it
+            assert taken is not None and taken.id == second
+            assert box.claim(clock.now(), lease_seconds=60) is None
+        finally:
+            locker.rollback()
+            locker.close()
+        again = box.claim(clock.now(), lease_seconds=60)
+        assert again is not None and again.id == first
+
+
+def test_a_merge_loses_nothing_when_the_newer_item_is_claimed_meanwhile(root: Path, clock: FakeClock,
+                                                                       backend: str) -> None:
+    """Recovery merges a dead claimer's item into the thread's pending one; a claimer that does not
+    wait for the write lock may take that one first: then the recovered item stays an item."""
+    if backend != "postgres":
+        pytest.skip("only PostgreSQL claims outside the write lock")
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", queue_replay=False,
+                shutdown_flush_seconds=0) as mem:
+        mem.queue.add("t1", thread(0, 3))
+        claim_as(root, f"{socket.gethostname()}:{dead_pid()}", utc_iso(clock.now()))  # died in flight
+        mem.queue.add("t1", thread(0, 6))
+        old, newer = (r["id"] for r in outbox(root))
+        locker = _row_locker()
+        try:
+            locker.execute("UPDATE outbox SET status = 'processing', claimed_by = 'another worker' WHERE id = %s",
+                           [newer])
+            recovering = threading.Thread(target=mem.queue.outbox.recover, args=(clock.now(), 60.0, 5))
+            recovering.start()
+            deadline = time.monotonic() + 20
+            while not _waiting_for_a_lock(locker) and time.monotonic() < deadline:
+                time.sleep(0.005)  # until recovery waits on the row the other worker holds
+            locker.commit()
+        finally:
+            locker.close()
+        recovering.join(timeout=20)
+        rows = {r["id"]: r for r in outbox(root)}
+        assert rows[newer]["status"] == "processing" and rows[newer]["claimed_by"] == "another worker"
+        assert rows[old]["status"] == "pending" and rows[old]["attempts"] == 1
+        assert json.loads(rows[old]["messages"]) == thread(0, 3)

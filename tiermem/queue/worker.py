@@ -1,18 +1,21 @@
 """``mem.queue``: debounced, durable background processing of conversation updates.
 
-``add`` commits the item to the SQLite outbox before it returns (R34) and resets the queue's one
-debounce timer (R29). A daemon thread (R31) processes due items one after another with a pause
-between them (R32); each item's work (LLM calls) runs in a ``ThreadPoolExecutor(max_workers=4)``
-so the agent never waits. Failures keep the item with its error and retry with backoff; after
-``max_attempts`` the item is dead-lettered until ``retry_dead()``. Time comes from the injected
-clock; a clock with a ``sleep(seconds)`` method (``FakeClock``) also provides the pauses.
+``add`` commits the item to the outbox (a table of the store, SQLite or PostgreSQL) before it
+returns (R34) and resets the queue's one debounce timer (R29). A daemon thread (R31) processes
+due items one after another with a pause between them (R32); each item's work (LLM calls) runs
+in a ``ThreadPoolExecutor(max_workers=4)`` so the agent never waits. Failures keep the item
+with its error and retry with backoff; after ``max_attempts`` the item is dead-lettered until
+``retry_dead()``. Time comes from the injected clock; a clock with a ``sleep(seconds)`` method
+(``FakeClock``) also provides the pauses.
 
 Each item is taken under a lease (:mod:`tiermem.storage.outbox`) of :func:`lease_seconds`; while
 its work runs, a heartbeat renews the lease every ``heartbeat_seconds`` (wall-clock seconds; the
 lease itself is measured on the injected clock), so another process never takes a slow extraction
 while this one is alive, and does take it once this one is gone. Every drain first recovers
 items whose lease ran out or whose claimer died (an interruption counts as an attempt), and the
-worker wakes when the earliest lease of another claimer runs out.
+worker wakes when the earliest lease of another claimer runs out. Any number of processes, on
+any number of hosts when the store is PostgreSQL, may drain one queue: each claim takes a
+different item.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class Deferred(Exception):
 Preparer = Callable[[Any], list[dict[str, Any]]]
 _POLL_SECONDS = 0.25
 EXTRACTION_CALLS = 2  # an extraction call, and its one retry after a reply that does not parse
-LEASE_MARGIN_SECONDS = 60.0  # embedding the new facts, SQLite, the journal
+LEASE_MARGIN_SECONDS = 60.0  # embedding the new facts, the database, the journal
 MAX_HEARTBEAT_SECONDS = 30.0
 
 

@@ -26,6 +26,12 @@ recovered item merges into it (:func:`unite`) instead of colliding with it on th
 
 ``done``, ``defer``, ``release`` and ``failed`` act only while the item is still under the claim
 they are given: a claimer whose lease ran out and whose item was taken over changes nothing.
+
+**Backends.** The SQL is one text for SQLite and PostgreSQL; only the claim differs
+(:attr:`~tiermem.storage.sql.Backend.claim_outbox`): SQLite takes the write lock first
+(``BEGIN IMMEDIATE``: one claimer at a time), PostgreSQL claims in one statement with
+``FOR UPDATE SKIP LOCKED``, so workers on any number of hosts take different items at once
+without waiting for each other or for the store's write lock.
 """
 
 from __future__ import annotations
@@ -35,17 +41,40 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import parse_utc, utc_iso
-from tiermem.storage.db import Database
 from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Connection, Database, Row
 
 DEFAULT_LEASE_SECONDS = 600.0  # for callers that do not pass one (the queue passes its policy's)
 _claims = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """What a claim sets (ISO times): the token, the claim time, the lease's end, and the time
+    an item must be due by (``not_before <= due``; None: ignore the backoff)."""
+
+    token: str
+    now: str
+    lease_until: str
+    due: str | None
+
+
+def claim_sql(request: ClaimRequest, row_lock: str = "") -> tuple[str, list[str]]:
+    """The one statement that claims the oldest due pending item (``row_lock``: the backend's
+    row-locking clause for the inner SELECT) and returns its row, with its arguments."""
+    due = " AND not_before <= ?" if request.due is not None else ""
+    sql = ("UPDATE outbox SET status = 'processing', claimed_by = ?, claimed_at = ?, lease_until = ?"
+           f" WHERE id = (SELECT id FROM outbox WHERE status = 'pending'{due} ORDER BY enqueued_at, id LIMIT 1"
+           f"{row_lock}) RETURNING *")
+    args = [request.token, request.now, request.lease_until]
+    return sql, args + ([request.due] if request.due is not None else [])
 
 
 @dataclass(frozen=True)
@@ -154,7 +183,8 @@ class OutboxRepository:
                 " VALUES (?, ?, ?, ?, 'pending', ?, ?)"
                 " ON CONFLICT (thread_id, user_id, agent_name) WHERE status = 'pending'"
                 " DO UPDATE SET messages = excluded.messages, enqueued_at = excluded.enqueued_at,"
-                " not_before = CASE WHEN attempts = 0 THEN excluded.not_before ELSE not_before END RETURNING id",
+                " not_before = CASE WHEN outbox.attempts = 0 THEN excluded.not_before ELSE outbox.not_before END"
+                " RETURNING id",
                 (thread_id, scope.user_id, scope.agent_name, json.dumps(messages, ensure_ascii=False),
                  utc_iso(now), utc_iso(now)),
             ).fetchone()
@@ -164,21 +194,11 @@ class OutboxRepository:
               lease_seconds: float = DEFAULT_LEASE_SECONDS) -> OutboxItem | None:
         """Take the oldest due pending item under a lease until ``now + lease_seconds`` (atomic
         across processes); the returned item carries the claim token."""
-        token = f"{this_process()}#{next(_claims)}"
         lease = now + timedelta(seconds=lease_seconds)
-        with self.db.transaction() as conn:
-            sql = "SELECT id FROM outbox WHERE status = 'pending'"
-            args: list[str] = []
-            if not ignore_backoff:
-                sql += " AND not_before <= ?"
-                args.append(utc_iso(now))
-            row = conn.execute(sql + " ORDER BY enqueued_at, id LIMIT 1", args).fetchone()
-            if row is None:
-                return None
-            claimed = conn.execute(
-                "UPDATE outbox SET status = 'processing', claimed_by = ?, claimed_at = ?, lease_until = ?"
-                " WHERE id = ? RETURNING *", (token, utc_iso(now), utc_iso(lease), row["id"])).fetchone()
-        return _item(claimed)
+        request = ClaimRequest(f"{this_process()}#{next(_claims)}", utc_iso(now), utc_iso(lease),
+                               None if ignore_backoff else utc_iso(now))
+        claimed = self.db.parts.claim_outbox(self.db, request)
+        return None if claimed is None else _item(claimed)
 
     def renew(self, item: OutboxItem, now: datetime, lease_seconds: float) -> bool:
         """Heartbeat: extend the lease of a claimed item; False if the claim was lost (taken over)."""
@@ -186,13 +206,14 @@ class OutboxRepository:
             cur = conn.execute("UPDATE outbox SET lease_until = ? WHERE id = ? AND status = 'processing'"
                                " AND claimed_by = ?",
                                (utc_iso(now + timedelta(seconds=lease_seconds)), item.id, item.claimed_by))
-        return cur.rowcount == 1
+        return int(cur.rowcount) == 1
 
     def done(self, item: OutboxItem) -> bool:
         """Delete a processed item (only while it is still under ``item``'s claim)."""
         with self.db.transaction() as conn:
-            cur = conn.execute("DELETE FROM outbox WHERE id = ? AND claimed_by IS ?", (item.id, item.claimed_by))
-        return cur.rowcount == 1
+            cur = conn.execute("DELETE FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
+                               (item.id, item.claimed_by or ""))
+        return int(cur.rowcount) == 1
 
     def defer(self, item: OutboxItem, until: datetime) -> None:
         """Back to pending, not before ``until``, without counting a failure (merged into a newer
@@ -205,8 +226,8 @@ class OutboxRepository:
 
     def _give_back(self, item: OutboxItem, not_before: datetime | None) -> None:
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT * FROM outbox WHERE id = ? AND claimed_by IS ?",
-                               (item.id, item.claimed_by)).fetchone()
+            row = conn.execute("SELECT * FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
+                               (item.id, item.claimed_by or "")).fetchone()
             if row is not None:
                 _requeue(conn, row, None, not_before or parse_utc(row["not_before"]), None, int(row["attempts"]))
 
@@ -216,8 +237,8 @@ class OutboxRepository:
         taken over meanwhile and nothing was changed)."""
         error = self.db.redactor.text(error)  # a provider's message may quote the request
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT * FROM outbox WHERE id = ? AND claimed_by IS ?",
-                               (item.id, item.claimed_by)).fetchone()
+            row = conn.execute("SELECT * FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
+                               (item.id, item.claimed_by or "")).fetchone()
             if row is None:
                 return "lost"
             return _requeue(conn, row, error, retry_at, max_attempts)
@@ -285,13 +306,13 @@ class OutboxRepository:
         thread_id = self.db.redactor.ident(thread_id)
         with self.db.transaction() as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO extracted_hashes (user_id, agent_name, thread_id, md5, at)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO extracted_hashes (user_id, agent_name, thread_id, md5, at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [(scope.user_id, scope.agent_name, thread_id, h, utc_iso(now)) for h in hashes],
             )
 
 
-def _reclaim_reason(row: sqlite3.Row, now: datetime, lease_seconds: float) -> str | None:
+def _reclaim_reason(row: Row, now: datetime, lease_seconds: float) -> str | None:
     """Why a 'processing' row may be taken from its claimer, or None while its claim stands."""
     claimer = row["claimed_by"]
     if row["lease_until"]:
@@ -307,24 +328,32 @@ def _reclaim_reason(row: sqlite3.Row, now: datetime, lease_seconds: float) -> st
     return None
 
 
-def _requeue(conn: sqlite3.Connection, row: sqlite3.Row, error: str | None, not_before: datetime,
+def _requeue(conn: Connection, row: Row, error: str | None, not_before: datetime,
              max_attempts: int | None, attempts: int | None = None) -> str:
     """``row`` goes back to pending: after a failure or an interruption with one more attempt
     (dead at ``max_attempts``; ``error`` recorded), or untouched (``attempts`` given, ``error``
     None). The unique key allows one pending item per thread, so when a pending item of its
     thread exists (the agent kept talking while this one was in flight) the two become that one
     item: messages united, the higher attempt count kept (so its next failure may make it
-    dead). Returns the new status."""
+    dead). Returns the new status.
+
+    The merge changes the newer item only while it is still pending: on PostgreSQL a claimer
+    (which does not wait for the store's write lock) may take it meanwhile; then this row
+    becomes pending itself (no other pending item of the thread can appear: ``put`` waits for
+    the write lock this caller holds)."""
     attempts = int(row["attempts"]) + 1 if attempts is None else attempts
     newer = conn.execute("SELECT id, messages FROM outbox WHERE thread_id = ? AND user_id = ?"
                          " AND agent_name = ? AND status = 'pending' AND id != ?",
                          (row["thread_id"], row["user_id"], row["agent_name"], row["id"])).fetchone()
     if newer is not None:
         messages = unite(json.loads(row["messages"]), json.loads(newer["messages"]))
-        conn.execute("DELETE FROM outbox WHERE id = ?", (row["id"],))
-        conn.execute("UPDATE outbox SET messages = ?, attempts = MAX(attempts, ?), last_error = COALESCE(?, last_error)"
-                     " WHERE id = ?", (json.dumps(messages, ensure_ascii=False), attempts, error, newer["id"]))
-        return "pending"
+        merged = conn.execute(
+            "UPDATE outbox SET messages = ?, attempts = CASE WHEN attempts > ? THEN attempts ELSE ? END,"
+            " last_error = COALESCE(?, last_error) WHERE id = ? AND status = 'pending'",
+            (json.dumps(messages, ensure_ascii=False), attempts, attempts, error, newer["id"]))
+        if merged.rowcount == 1:
+            conn.execute("DELETE FROM outbox WHERE id = ?", (row["id"],))
+            return "pending"
     status = "dead" if max_attempts is not None and attempts >= max_attempts else "pending"
     conn.execute("UPDATE outbox SET status = ?, attempts = ?, last_error = COALESCE(?, last_error), not_before = ?,"
                  " claimed_by = NULL, claimed_at = NULL, lease_until = NULL WHERE id = ?",

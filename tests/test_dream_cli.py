@@ -13,6 +13,8 @@ from tiermem.cli.main import cli
 from tiermem.models import registry
 from tiermem.testing import ScriptedChatModel
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 REPLY = ("[MEMORY]\n- Works as a backend engineer at Acme Corp.\n- Is moving from Lyon to Munich.\n"
          "- Has a pet giraffe named Gerald.\n[DREAM]\nAdded the move.\n")
 ENV = {"TIERMEM_LLM": "dreamtest:any", "TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}

@@ -21,6 +21,8 @@ from tiermem import InvalidInput, Memory, ProviderError
 from tiermem.storage.chunks import ChunkRepository
 from tiermem.testing import FakeClock
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.fixture
 def clock() -> FakeClock:
@@ -326,3 +328,39 @@ def test_yesterday_only_window_after_midnight(root: Path, clock: FakeClock) -> N
         assert result.days == ["2026-03-14"]
         assert "Today is 2026-03-15 (Sunday)" in llm.requests[0].text
         assert YESTERDAY_LINES[0] not in llm.requests[0].text
+
+
+def test_a_dream_on_one_root_is_seen_on_another_and_a_hand_edit_there_comes_back(
+        tmp_path: Path, clock: FakeClock, backend: str) -> None:
+    if backend == "sqlite":
+        pytest.skip("two roots share one store only on PostgreSQL")
+    root_a, root_b = tmp_path / "host-a", tmp_path / "host-b"
+    mem_a, _ = open_memory(root_a, clock, [GOOD_REPLY])
+    with mem_a:
+        seed(mem_a)
+        mem_b, _ = open_memory(root_b, clock, [])
+        with mem_b:
+            mem_b.refresh_mirror()  # `tiermem mirror` (or B's first use of its tiers)
+            assert (root_b / "MEMORY.md").read_text(encoding="utf-8") == PRIOR_MEMORY
+            result = mem_a.deep_dream(lookback_days=2)
+            assert result.status == "written"
+            dreamed = mem_a.core.read()
+            assert mem_b.core.read() == dreamed  # B reads the database: A's dream at once
+            assert (root_b / "MEMORY.md").read_text(encoding="utf-8") == dreamed  # and its stale mirror is rewritten
+            assert [v.cause for v in mem_b.dream_versions()] == ["dream"]  # a stale mirror is no hand edit
+            # a person edits B's mirror: B imports it when it reads Core; A reads the new text
+            (root_b / "MEMORY.md").write_text(dreamed + "- Pixel hates car rides.\n", encoding="utf-8")
+            assert "Pixel hates car rides." in mem_b.core.items()
+            assert mem_a.core.items()[-1] == "Pixel hates car rides."
+            assert [(v.cause, v.content) for v in mem_a.dream_versions()][0] == ("hand edit", dreamed)
+        # an edit of B's mirror while no process of B runs is imported when B opens again
+        (root_b / "MEMORY.md").write_text("- Lives in Munich.\n", encoding="utf-8")
+        mem_b, _ = open_memory(root_b, clock, [])
+        with mem_b:
+            assert mem_b.daily.read("2026-03-14") == mem_a.daily.read("2026-03-14")  # B's tiers open: its mirror
+            assert (root_b / "memory" / "dreams" / "2026-03-14.md").is_file()  # is refreshed (A's diary too)
+            assert mem_a.core.items() == ["Lives in Munich."]
+            assert [v.cause for v in mem_a.dream_versions()] == ["hand edit", "hand edit", "dream"]
+            mem_a.rollback()  # on A: B's mirror follows when B reads
+            assert mem_b.core.read() == (root_b / "MEMORY.md").read_text(encoding="utf-8")
+            assert "Pixel hates car rides." in mem_b.core.items()

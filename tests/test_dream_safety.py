@@ -16,6 +16,8 @@ from tiermem import StorageError
 from tiermem.dream.runner import LOCK_FILE
 from tiermem.testing import FakeClock
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -34,12 +36,14 @@ def test_a_second_process_is_skipped_while_one_dreams(root: Path, clock: FakeClo
     mem, llm = open_memory(root, clock, [GOOD_REPLY])
     with mem:
         seed(mem)
+        # the other process holds the store's dream lock of the user (a lock file, or an advisory lock)
         holder = _python(f"""
             import sys
-            from filelock import FileLock
-            with FileLock({str(root / LOCK_FILE)!r}):
-                print("held", flush=True)
-                sys.stdin.read()
+            from tiermem import Memory
+            with Memory({str(root)!r}, embedder="hash") as other:
+                with other.db.parts.lock(other.db, {LOCK_FILE!r}, -1):
+                    print("held", flush=True)
+                    sys.stdin.read()
         """)
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -55,12 +59,32 @@ def test_a_lock_held_by_another_holder_in_this_process_skips_the_dream(root: Pat
     mem, llm = open_memory(root, clock, [GOOD_REPLY])
     with mem:
         seed(mem)
+        with mem.db.parts.lock(mem.db, LOCK_FILE, 0):
+            assert mem.deep_dream(lookback_days=2).reason.startswith("locked")
+        assert llm.requests == []
+        assert mem.deep_dream(lookback_days=2).status == "written"
+
+
+@pytest.mark.sqlite_only  # the lock file itself: a process of an older tiermem version takes it by this name
+def test_the_dream_lock_file_of_older_versions_is_respected(root: Path, clock: FakeClock) -> None:
+    mem, llm = open_memory(root, clock, [GOOD_REPLY])
+    with mem:
+        seed(mem)
         with FileLock(root / LOCK_FILE):
             assert mem.deep_dream(lookback_days=2).reason.startswith("locked")
         assert llm.requests == []
         assert mem.deep_dream(lookback_days=2).status == "written"
 
 
+def test_another_users_dream_lock_does_not_block(root: Path, clock: FakeClock) -> None:
+    mem, _ = open_memory(root, clock, [GOOD_REPLY], user_id="alice")
+    with mem:
+        seed(mem)
+        with mem.db.parts.lock(mem.db, LOCK_FILE, 0):  # the default user's lock; alice's is users/alice/.dream.lock
+            assert mem.deep_dream(lookback_days=2).status == "written"
+
+
+@pytest.mark.sqlite_only  # the rename of MEMORY.md is the commit on SQLite; on PostgreSQL the database commits
 def test_failed_rename_leaves_the_old_memory_intact(root: Path, clock: FakeClock,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     mem, _ = open_memory(root, clock, [GOOD_REPLY, GOOD_REPLY])
@@ -82,6 +106,7 @@ def test_failed_rename_leaves_the_old_memory_intact(root: Path, clock: FakeClock
         assert mem.deep_dream(lookback_days=2).status == "written"  # nothing recorded the failed run as done
 
 
+@pytest.mark.sqlite_only  # as above: on PostgreSQL the rename only rewrites the local mirror
 def test_process_killed_before_the_rename_leaves_the_old_memory_intact(root: Path, clock: FakeClock) -> None:
     mem, _ = open_memory(root, clock, [GOOD_REPLY])
     with mem:
@@ -119,7 +144,7 @@ class EditingModel:
         return self.reply
 
 
-def test_a_hand_edit_during_the_dream_is_never_overwritten(root: Path, clock: FakeClock) -> None:
+def test_a_hand_edit_during_the_dream_is_never_overwritten(root: Path, clock: FakeClock, backend: str) -> None:
     from tiermem import Memory
 
     with Memory(root, llm=EditingModel(root / "MEMORY.md", GOOD_REPLY), embedder="hash", clock=clock,
@@ -127,4 +152,7 @@ def test_a_hand_edit_during_the_dream_is_never_overwritten(root: Path, clock: Fa
         seed(mem)
         result = mem.deep_dream(lookback_days=2)
         assert result.status == "refused" and "changed while the dream ran" in result.reason
-        assert mem.core.items()[-1] == "Added by hand meanwhile." and mem.dream_versions() == []
+        assert mem.core.items()[-1] == "Added by hand meanwhile."
+        # no dream version; on PostgreSQL the imported hand edit keeps the text it replaced
+        versions = [(v.cause, v.content) for v in mem.dream_versions()]
+        assert versions == ([] if backend == "sqlite" else [("hand edit", PRIOR_MEMORY)])

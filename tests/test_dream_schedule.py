@@ -117,6 +117,7 @@ def test_the_thread_runs_the_job_when_the_clock_reaches_the_time() -> None:
     assert not scheduler.running
 
 
+@pytest.mark.usefixtures("backend")
 def test_memory_scheduler_dreams_over_the_configured_days(root: Path) -> None:
     clock = FakeClock(at("2026-03-14T09:30:00"))
     mem, llm = open_memory(root, clock, [GOOD_REPLY], dream_schedule="10:00", dream_lookback_days=2)
@@ -135,6 +136,7 @@ def test_memory_scheduler_dreams_over_the_configured_days(root: Path) -> None:
     assert not scheduler.running  # close() stopped it
 
 
+@pytest.mark.usefixtures("backend")
 def test_memory_scheduler_off(root: Path) -> None:
     mem, _ = open_memory(root, FakeClock(at("2026-03-14T09:30:00")), [], dream_schedule="none")
     with mem:

@@ -7,12 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from fake_openai_server import FakeLLMServer, RecordedRequest
 
 from tiermem import Memory
 from tiermem.cli.main import cli
 from tiermem.testing import HashEmbedder
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def extraction(request: RecordedRequest) -> str:

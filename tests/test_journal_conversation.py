@@ -18,6 +18,8 @@ from tiermem.tiers.conversation import NumberedMessage, conversation_digest
 from tiermem.tiers.markdown import parse_records
 from tiermem.tiers.turns import to_message
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 START = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
 CODE = "```python\n" + "\n".join(f"def step_{n}(x):\n    return x + {n}  # keep\n" for n in range(120)) + "```"
 BIG = "Here is my whole script, please keep it:\n\n" + CODE + "\n\n  - and an indented note\n# not a heading"

@@ -24,6 +24,8 @@ from tiermem.tiers.records import message_records, tool_names
 from tiermem.tiers.turns import to_message
 from tiermem.validate import MAX_MESSAGE_CHARS
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 START = datetime(2026, 3, 14, 14, 30, tzinfo=UTC)
 TRICKY_LINES = ["", "  ", "- item", "* star", "-", "# heading", "## Trimmed Context (14:30)", "```python",
                 "```", "    indented code", " leading", "trailing  ", "\t", "漢字とかな、한국어", "> quote", "1. one"]

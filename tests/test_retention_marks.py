@@ -18,6 +18,8 @@ import pytest
 from tiermem import InvalidInput, Memory
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
 DAY = NOON.date()
@@ -31,7 +33,7 @@ def open_memory(root: Path, clock: FakeClock, replies: list[str] | None = None, 
 
 
 def marks(mem: Memory) -> dict[str, tuple[int, str]]:
-    rows = mem.db.conn.execute("SELECT day, offset, sha256 FROM consolidated_prefix WHERE user_id = ?",
+    rows = mem.db.conn.execute('SELECT day, "offset", sha256 FROM consolidated_prefix WHERE user_id = ?',
                                (mem.scope.user_id,))
     return {str(r[0]): (int(r[1]), str(r[2])) for r in rows}
 
@@ -74,6 +76,8 @@ def test_a_later_dream_that_reads_the_whole_day_lets_it_go(tmp_path: Path) -> No
         assert marks(mem) == {}
 
 
+# SQLite only: it hand-edits a Daily file and expects it read back (on PostgreSQL the file is a mirror)
+@pytest.mark.sqlite_only
 def test_a_hand_edit_voids_the_mark_even_at_the_same_length(tmp_path: Path) -> None:
     clock = FakeClock(NOON)
     with open_memory(tmp_path / "m", clock, [REPLY]) as mem:
@@ -125,6 +129,8 @@ def _set_mtime(path: Path, moment: datetime) -> None:
     os.utime(path, (moment.timestamp(), moment.timestamp()))
 
 
+# SQLite only: it upgrades a SQLite store of version 0.1.0 (its tiermem.db and files)
+@pytest.mark.sqlite_only
 def test_old_day_marks_are_migrated_only_when_the_file_predates_the_dream(tmp_path: Path) -> None:
     """The 0.1.0 fixture marked 2026-03-13 and -14 at 09:30 on the 14th. A mark becomes a prefix
     mark of the file as it is only when the file last changed at least an hour before the dream."""

@@ -20,6 +20,8 @@ from tiermem.cli.main import cli
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 from tiermem.tiers.paths import open_private, read_file
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}
 DAY = "2026-03-14"  # the fake clock's day
 OUTSIDE_TEXT = "# not tiermem's\n- the outside file\n"
@@ -53,6 +55,9 @@ def test_a_linked_user_folder_is_refused(root: Path, clock: FakeClock, outside: 
     assert untouched(outside)
 
 
+# SQLite only: it reads a Daily file back through a link (on PostgreSQL the files are rows; writing
+# the mirror through the link is refused, as test_the_cli_says_it_in_one_line shows)
+@pytest.mark.sqlite_only
 def test_a_linked_memory_folder_of_a_user_is_refused(root: Path, clock: FakeClock, outside: Path) -> None:
     (root / "users" / "bob").mkdir(parents=True)
     (root / "users" / "bob" / "memory").symlink_to(outside, target_is_directory=True)
@@ -68,6 +73,9 @@ def test_a_linked_memory_folder_of_a_user_is_refused(root: Path, clock: FakeCloc
     assert (root / "users" / "bob" / "MEMORY.md").read_text(encoding="utf-8") == "- Bob plays chess\n"
 
 
+# SQLite only: it reads a Daily file back through a link (on PostgreSQL the files are rows; writing
+# the mirror through the link is refused, as test_the_cli_says_it_in_one_line shows)
+@pytest.mark.sqlite_only
 def test_a_linked_daily_file_is_neither_read_nor_appended(root: Path, clock: FakeClock, outside: Path) -> None:
     with open_memory(root, clock) as mem:
         mem.daily.append("Note", "yesterday's note", at=clock.now().replace(day=13))
@@ -109,6 +117,8 @@ def test_a_linked_dream_diary_folder_stops_the_dream_before_it_writes(root: Path
     assert untouched(outside)
 
 
+# SQLite only: the journal lock is a lock file there (on PostgreSQL an advisory lock)
+@pytest.mark.sqlite_only
 def test_a_linked_lock_file_is_refused(root: Path, clock: FakeClock, outside: Path) -> None:
     with open_memory(root, clock) as mem:
         mem.daily.append("Note", "first")
@@ -120,6 +130,8 @@ def test_a_linked_lock_file_is_refused(root: Path, clock: FakeClock, outside: Pa
     assert untouched(outside)
 
 
+# SQLite only: the database file tiermem.db
+@pytest.mark.sqlite_only
 def test_a_linked_database_is_refused(root: Path, clock: FakeClock, tmp_path: Path) -> None:
     with open_memory(tmp_path / "elsewhere", clock) as other:
         other.facts.add("Stored elsewhere")
@@ -156,6 +168,8 @@ def test_a_link_that_stays_inside_the_root_is_followed(root: Path, clock: FakeCl
     assert "inside the root" in (root / "users" / "robert" / "memory" / f"{DAY}.md").read_text(encoding="utf-8")
 
 
+# SQLite only: it reads the Daily files behind a link (on PostgreSQL they are rows)
+@pytest.mark.sqlite_only
 def test_allow_symlinks_follows_links_out_of_the_root(root: Path, clock: FakeClock, outside: Path) -> None:
     (root / "users" / "bob").mkdir(parents=True)
     (root / "users" / "bob" / "memory").symlink_to(outside, target_is_directory=True)
@@ -165,6 +179,8 @@ def test_allow_symlinks_follows_links_out_of_the_root(root: Path, clock: FakeClo
     assert "written through the link" in (outside / f"{DAY}.md").read_text(encoding="utf-8")
 
 
+# SQLite only: it reads the Daily files behind a link (on PostgreSQL they are rows)
+@pytest.mark.sqlite_only
 def test_the_setting_comes_from_the_environment_and_the_toml(root: Path, clock: FakeClock, outside: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     (root / "users" / "bob").mkdir(parents=True)

@@ -16,6 +16,8 @@ from tiermem.tiers import inject_summary, parse_records
 from tiermem.tiers.turns import to_message, turn_spans
 from tiermem.tokens import count_tokens
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 START = datetime(2026, 3, 14, 14, 30, tzinfo=UTC)
 FILLER = "and the rest of this sentence is just filler words to make the message long enough " * 2
 

@@ -12,6 +12,8 @@ from tiermem import InvalidInput, Memory, StorageError
 from tiermem.testing import FakeClock
 from tiermem.tiers.core import CoreSection, parse_core, render_core
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 MEMORY_MD = """# Memory
 
 - Name is Rui
@@ -77,6 +79,7 @@ def test_write_replaces_atomically_and_leaves_no_temp_files(mem: Memory) -> None
     assert sorted(p.name for p in mem.root.iterdir() if p.name.startswith(".MEMORY")) == []
 
 
+@pytest.mark.sqlite_only  # the rename is the commit of a local MEMORY.md; on PostgreSQL the database commits
 def test_a_crash_before_the_rename_leaves_the_old_file_intact(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     mem.core.write("- the old memory\n")
 
@@ -97,3 +100,74 @@ def test_bad_text_is_rejected(mem: Memory, bad: object) -> None:
     with pytest.raises(InvalidInput):
         mem.core.write(bad)  # type: ignore[arg-type]
     assert mem.core.items() == ["keep me"]
+
+
+def test_a_failed_write_keeps_the_old_text_and_no_version(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    mem.core.write("- the old memory\n")
+
+    def broken(rel: str, data: bytes) -> None:
+        raise StorageError("the store went away")
+
+    monkeypatch.setattr(mem.core.files, "replace", broken)
+    with pytest.raises(StorageError, match="went away"):
+        mem.core.rewrite("- the new memory\n", "edit")  # the kept version and the text are one step
+    monkeypatch.undo()
+    assert mem.core.items() == ["the old memory"] and mem.dream_versions() == []
+
+
+def test_rewrite_checks_the_text_it_expects(mem: Memory) -> None:
+    from tiermem.tiers.core import CoreChanged
+
+    mem.core.write("- one\n")
+    with pytest.raises(CoreChanged):
+        mem.core.rewrite("- two\n", "dream", expect="- something else\n")
+    assert mem.core.read() == "- one\n" and mem.dream_versions() == []
+    done = mem.core.rewrite("- two\n", "dream", expect="- one\n")
+    assert (done.before, done.existed) == ("- one\n", True)
+    assert [(v.id, v.cause, v.content) for v in mem.dream_versions()] == [(done.version_id, "dream", "- one\n")]
+
+
+def test_every_text_is_kept_where_memory_md_lives_in_the_database(mem: Memory, backend: str) -> None:
+    for text in ("- one\n", "- one\n", "- two\n", "- three\n"):
+        mem.core.write(text)
+    kept = [(v.cause, v.content) for v in mem.dream_versions()]
+    # SQLite: the file is the store, versions are what a dream, rollback or edit replaced;
+    # PostgreSQL: every text MEMORY.md held is kept (the same text written twice is one)
+    assert kept == ([] if backend == "sqlite" else [("write", "- two\n"), ("write", "- one\n")])
+
+
+def test_a_hand_edit_is_read_and_on_postgres_imported_as_a_version(mem: Memory, backend: str) -> None:
+    key = "sk-proj-" + "Q7" * 16
+    mem.core.write("- Likes green tea\n")
+    mem.core.path.write_text(f"- Likes green tea\n- Allergic to cats\n- api key {key}", encoding="utf-8")
+    assert mem.core.items()[:2] == ["Likes green tea", "Allergic to cats"]
+    assert key not in mem.core.read()  # redacted (R68) on both
+    if backend == "postgres":  # imported (redacted, with its final newline), the old text kept, the mirror rewritten
+        assert [(v.cause, v.content) for v in mem.dream_versions()] == [("hand edit", "- Likes green tea\n")]
+        assert mem.core.path.read_text(encoding="utf-8") == mem.core.read()
+        assert mem.core.read().endswith("\n") and not mem.core.sync()  # imported once
+
+
+def test_two_roots_share_one_memory_md_on_postgres(tmp_path: Path, backend: str) -> None:
+    if backend == "sqlite":
+        pytest.skip("two roots are two stores on SQLite")
+    a = Memory(tmp_path / "a", embedder="hash")
+    b = Memory(tmp_path / "b", embedder="hash")
+    with a, b:
+        a.core.write("- v1\n")
+        assert b.core.read() == "- v1\n" and (tmp_path / "b" / "MEMORY.md").read_text(encoding="utf-8") == "- v1\n"
+        a.core.write("- v2\n")
+        assert (tmp_path / "b" / "MEMORY.md").read_text(encoding="utf-8") == "- v1\n"  # stale until B reads
+        assert b.core.items() == ["v2"]  # a stale mirror is not a hand edit: nothing imported
+        assert (tmp_path / "b" / "MEMORY.md").read_text(encoding="utf-8") == "- v2\n"
+        assert [v.content for v in a.dream_versions()] == ["- v1\n"]
+
+
+def test_without_the_mirror_no_file_is_written_or_read(tmp_path: Path, backend: str) -> None:
+    if backend == "sqlite":
+        pytest.skip("mirror_files is a PostgreSQL setting: on SQLite the file is the store")
+    with Memory(tmp_path, embedder="hash", mirror_files=False) as mem:
+        mem.core.write("- in the database only\n")
+        assert not mem.core.path.exists()
+        mem.core.path.write_text("- a stray file\n", encoding="utf-8")
+        assert mem.core.items() == ["in the database only"] and mem.dream_versions() == []

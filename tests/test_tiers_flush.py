@@ -7,10 +7,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tiermem import Memory
 from tiermem.testing import FakeClock
 from tiermem.tiers.flush import message_digest, prepare_flush, strip_scheduled
 from tiermem.tiers.turns import to_message
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 START = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 

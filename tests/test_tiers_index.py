@@ -14,6 +14,8 @@ from tiermem.testing import FakeClock
 from tiermem.tiers.indexer import chunks_of
 from tiermem.tiers.paths import UserPaths
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 START = datetime(2026, 3, 14, 14, 30, tzinfo=UTC)
 
 
@@ -84,6 +86,8 @@ def test_refresh_notices_hand_edits_of_memory_md(mem: Memory) -> None:
     assert mem.refresh_index() == []
 
 
+# SQLite only: it hand-edits Daily files and expects them read back (on PostgreSQL they are a mirror)
+@pytest.mark.sqlite_only
 def test_edits_made_while_no_process_ran_are_caught_on_the_next_open(tmp_path: Path) -> None:
     with open_memory(tmp_path) as mem:
         mem.daily.append("Note", "User owns a blue kayak")
@@ -104,6 +108,8 @@ def test_edits_made_while_no_process_ran_are_caught_on_the_next_open(tmp_path: P
                          "typed by hand": "memory/2026-03-10.md"}  # dream diaries are not indexed
 
 
+# SQLite only: it hand-edits a Daily file and expects it read back (on PostgreSQL the file is a mirror)
+@pytest.mark.sqlite_only
 def test_an_edit_between_appends_forces_a_full_reindex(mem: Memory) -> None:
     path = mem.daily.append("Note", "first record")
     path.write_text(path.read_text(encoding="utf-8").replace("first record", "edited record"), encoding="utf-8")

@@ -160,6 +160,7 @@ def _ingest_batch(mem: Memory, batch: list[_Record], hashes: FlushHashRepository
     target = mem if first.scope == mem.scope else mem.for_scope(first.scope.user_id, first.scope.agent_name)
     messages = prepare_messages([r.message for r in batch], scrub=mem.settings.redact_secrets)
     thread = [NumberedMessage(r.position, to_message(m)) for r, m in zip(batch, messages, strict=True)]
+    hashes = hashes if target is mem else FlushHashRepository(target.db)  # the scope's store, its transaction
     journaled = conversation_journal(target, hashes).write(first.thread_id, CONVERSATION_KIND, thread, at=first.at)
     report.daily_lines += journaled.records
     flush = prepare_flush(messages, partial(_seen, outbox, first))

@@ -9,14 +9,15 @@ unsupported by the sources (R40) and, for a forced rewrite, the prior bullets it
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from datetime import date, datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tiermem.errors import StorageError
 from tiermem.tiers.markdown import fold
-from tiermem.tiers.paths import make_dirs, open_private
+from tiermem.tiers.paths import DAILY_DIR, DREAMS_DIR
+
+if TYPE_CHECKING:
+    from tiermem.storage.files import MemoryFiles
 
 DIARY_TITLE = "# Dream Diary: {day}"
 
@@ -42,19 +43,18 @@ def diary_entry(moment: datetime, diary: str, days: Sequence[str], prior: int, a
     return "\n".join(lines) + "\n"
 
 
-def append_diary(directory: Path, day: date, entry: str) -> Path:
-    """Append ``entry`` to the diary of ``day`` (created with its title); returns its path."""
-    path = directory / f"{day.isoformat()}.md"
-    try:
-        make_dirs(directory)  # 0700 folders, a 0600 file, never written through a symlink
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
-        with os.fdopen(open_private(path, flags), "a+", encoding="utf-8") as handle:
-            handle.seek(0)
-            old = handle.read()
-            prefix = f"{DIARY_TITLE.format(day=day.isoformat())}\n\n" if not old else (
-                "\n" if old.endswith("\n") else "\n\n")
-            handle.write(prefix + entry)
-            handle.flush()
-    except OSError as exc:
-        raise StorageError(f"cannot write the dream diary {path}: {exc}") from exc
-    return path
+def diary_rel(day: date) -> str:
+    """``memory/dreams/YYYY-MM-DD.md``: the diary of ``day`` relative to the user's root."""
+    return f"{DAILY_DIR}/{DREAMS_DIR}/{day.isoformat()}.md"
+
+
+def append_diary(files: MemoryFiles, day: date, entry: str) -> str:
+    """Append ``entry`` to the diary of ``day`` (created with its title) among the user's files
+    (a ``0600`` file on SQLite, never written through a symlink; rows on PostgreSQL); returns
+    its relative path. The caller holds the user's dream lock."""
+    rel = diary_rel(day)
+    old = files.read(rel) or b""
+    prefix = f"{DIARY_TITLE.format(day=day.isoformat())}\n\n" if not old else (
+        "\n" if old.endswith(b"\n") else "\n\n")
+    files.append(rel, (prefix + entry).encode("utf-8"))
+    return rel

@@ -13,13 +13,17 @@ Order of a run, each step able to end it:
 7. drop unsupported bullets (:mod:`~tiermem.dream.support`), then the guards
    (:mod:`~tiermem.dream.guards`): empty, >25% of the prior bullets lost, over budget -> ``refused``;
 8. ``dry_run`` stops here (``skipped``, with the diff); ``MEMORY.md`` changed since step 5 (a hand
-   edit during the LLM call) -> ``refused``; otherwise keep the old ``MEMORY.md`` as a version,
-   replace the file atomically (which re-indexes it), append the diary, mark consolidated the
+   edit during the LLM call) -> ``refused``; otherwise keep the old ``MEMORY.md`` as a version and
+   replace it, in one step (which re-indexes it), append the diary, mark consolidated the
    days read whole — each mark names the bytes the dream read (length and SHA-256), so a record
    appended since, or a hand edit, keeps the file from retention (R12); never a day with records
    left out — and store the hash -> ``written``.
 
 Provider failures raise :class:`~tiermem.errors.ProviderError`; nothing is written then.
+
+The dream lock is the store's named lock ``.dream.lock`` of the user
+(:attr:`~tiermem.storage.sql.Backend.lock`): a lock file under the root on SQLite, an advisory
+lock on PostgreSQL, so one dream per user runs at a time across processes and hosts.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ import difflib
 import hashlib
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta, tzinfo
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import Clock
@@ -42,7 +46,7 @@ from tiermem.dream.support import SupportChecker, SupportPolicy
 from tiermem.dream.window import DreamInput, fit_to_budget
 from tiermem.errors import DreamError, NotFound, ProviderError, TiermemError
 from tiermem.storage.dreams import CoreVersion, DreamRepository
-from tiermem.tiers.core import parse_core
+from tiermem.tiers.core import CoreChanged, Locker, parse_core
 from tiermem.tiers.markdown import parse_records
 from tiermem.tiers.paths import FILE_MODE, make_dirs
 
@@ -156,7 +160,7 @@ class DreamRunner:
     def __init__(self, core: CoreFile, daily: DailyJournal, repo: DreamRepository, clock: Clock, tz: tzinfo,
                  llm: Callable[[], ChatModel | None], *, budget: DreamBudget | None = None,
                  policy: SupportPolicy | None = None, embedder: Embedder | None = None,
-                 after_write: Callable[[], object] | None = None) -> None:
+                 after_write: Callable[[], object] | None = None, lock: Locker | None = None) -> None:
         self.core = core
         self.daily = daily
         self.repo = repo
@@ -167,20 +171,26 @@ class DreamRunner:
         self.policy = policy or SupportPolicy()
         self.embedder = embedder
         self.after_write = after_write
+        self.lock = lock  # the store's named locks; None: lock files under the root
+        if core.versions is None:  # a bare CoreFile: its dream and rollback versions go to this repository
+            core.versions = repo
 
     @property
     def user_id(self) -> str:
         return self.core.paths.user_id
 
     @property
-    def lock_path(self) -> Path:
-        return self.core.paths.root / LOCK_FILE
+    def lock_name(self) -> str:
+        """The user's dream lock: ``.dream.lock`` or ``users/<id>/.dream.lock``."""
+        return self.core.paths.store_name(LOCK_FILE)
 
-    def _lock(self, timeout: float) -> Any:
+    def _lock(self, timeout: float) -> AbstractContextManager[Any]:
+        if self.lock is not None:
+            return self.lock(self.lock_name, timeout)
         from filelock import FileLock
 
-        make_dirs(self.lock_path.parent)
-        return FileLock(self.core.paths.inside(self.lock_path), timeout=timeout, mode=FILE_MODE)
+        make_dirs(self.core.paths.root)
+        return FileLock(self.core.paths.inside(self.core.paths.root / LOCK_FILE), timeout=timeout, mode=FILE_MODE)
 
     def window(self, lookback_days: int) -> list[date]:
         """The ``lookback_days`` most recent days up to and including today, oldest first."""
@@ -189,18 +199,13 @@ class DreamRunner:
 
     # --- the dream -----------------------------------------------------------------------------
     def run(self, lookback_days: int, force: bool, dry_run: bool) -> DreamResult:
-        from filelock import Timeout
-
-        lock = self._lock(timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            return DreamResult("skipped", f"locked: another dream of user {self.user_id!r} is running "
-                                          f"({self.lock_path})", dry_run=dry_run)
-        try:
+        with ExitStack() as held:
+            try:
+                held.enter_context(self._lock(timeout=0))
+            except TimeoutError:
+                return DreamResult("skipped", f"locked: another dream of user {self.user_id!r} is running "
+                                              f"({self.lock_name})", dry_run=dry_run)
             return self._run_locked(lookback_days, force, dry_run)
-        finally:
-            lock.release()
 
     def _run_locked(self, lookback_days: int, force: bool, dry_run: bool) -> DreamResult:
         snapshots = [snap for day in self.window(lookback_days)
@@ -240,11 +245,12 @@ class DreamRunner:
                                           f"({len(plan.dropped)} dropped as unsupported); nothing written",
                                days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior),
                                dry_run=True, forced=plan.forced)
-        if self.core.read() != before:  # edited by hand (or another writer) while the model thought
+        whole = [snap for snap in snapshots if snap.day in read.whole_days]  # the bytes read, not the file now
+        try:
+            return self._write(plan, before, days, digest, len(prior), whole, read.note(self.budget.input_tokens))
+        except CoreChanged:  # edited by hand (or another writer) while the model thought
             return DreamResult("refused", "MEMORY.md changed while the dream ran; nothing written (dream again)",
                                days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior))
-        whole = [snap for snap in snapshots if snap.day in read.whole_days]  # the bytes read, not the file now
-        return self._write(plan, before, days, digest, len(prior), whole, read.note(self.budget.input_tokens))
 
     def _ask(self, llm: ChatModel, before: str, dailies: list[DailySource]) -> str:
         today = self.clock.now().astimezone(self.tz).date()
@@ -281,29 +287,25 @@ class DreamRunner:
 
     def _write(self, plan: _Plan, before: str, days: list[str], digest: str, prior_count: int,
                consolidated: list[DaySnapshot], note: str) -> DreamResult:
-        """Keep the old text as a version, write ``MEMORY.md`` and the diary, mark ``consolidated``
-        (the days read whole, as they were read), store the hash."""
+        """Keep the old text as a version and write ``MEMORY.md`` (unless it is no longer
+        ``before``: :class:`CoreChanged`), then the diary, mark ``consolidated`` (the days read
+        whole, as they were read), store the hash."""
         now = self.clock.now()
         self.core.paths.inside(self.core.paths.dreams_dir)  # a link out of the root: UnsafePath, nothing written
-        version_id = self.repo.save_version(self.user_id, before, self.core.path.exists(), "dream", now)
-        try:
-            self.core.write(plan.text)  # atomic; its listener re-indexes MEMORY.md (R43)
-        except BaseException:
-            self.repo.delete_version(self.user_id, version_id)
-            raise
+        # one step: the check, the kept version, the new text; its listener re-indexes MEMORY.md (R43)
+        version_id = self.core.rewrite(plan.text, "dream", expect=before).version_id or 0
         self._refresh_index()
         entry = diary_entry(now.astimezone(self.tz), plan.diary, days, prior_count, len(plan.bullets),
                             version_id, [(d.text, d.reason) for d in plan.dropped], plan.lost if plan.forced else [],
                             note)
-        diary = append_diary(self.core.paths.dreams_dir, now.astimezone(self.tz).date(), self.core.clean(entry))
+        diary = append_diary(self.core.files, now.astimezone(self.tz).date(), self.core.clean(entry))
         self.daily.mark_read(consolidated)
         self.repo.set_state(self.user_id, digest, days, now)
         log.info("Deep Dream wrote MEMORY.md for user %r: %d -> %d bullets, %d dropped", self.user_id,
                  prior_count, len(plan.bullets), len(plan.dropped))
         reason = "; ".join(r for r in ("forced past the guards" if plan.forced else "", note) if r)
         return DreamResult("written", reason, days, plan.diff, plan.dropped,
-                           plan.lost, len(plan.bullets), prior_count, version_id,
-                           self.core.paths.relative(diary), forced=plan.forced)
+                           plan.lost, len(plan.bullets), prior_count, version_id, diary, forced=plan.forced)
 
     def _refresh_index(self) -> None:
         if self.after_write is None:
@@ -318,13 +320,11 @@ class DreamRunner:
         return self.repo.versions(self.user_id)
 
     def rollback(self, version: int | None) -> RollbackResult:
-        from filelock import Timeout
-
         try:
             with self._lock(timeout=ROLLBACK_LOCK_TIMEOUT):
                 return self._rollback_locked(version)
-        except Timeout as exc:
-            raise DreamError(f"a dream of user {self.user_id!r} holds {self.lock_path}; try again") from exc
+        except TimeoutError as exc:
+            raise DreamError(f"a dream of user {self.user_id!r} holds {self.lock_name}; try again") from exc
 
     def _rollback_locked(self, version: int | None) -> RollbackResult:
         target = self.repo.latest(self.user_id) if version is None else self.repo.get(self.user_id, version)
@@ -335,13 +335,7 @@ class DreamRunner:
         diff = unified_diff(current, target.content)
         saved: int | None = None
         if current != target.content:
-            saved = self.repo.save_version(self.user_id, current, self.core.path.exists(), "rollback",
-                                           self.clock.now())
-            try:
-                self.core.write(target.content)
-            except BaseException:
-                self.repo.delete_version(self.user_id, saved)
-                raise
+            saved = self.core.rewrite(target.content, "rollback").version_id
             self._refresh_index()
         return RollbackResult(target, saved, diff)
 

@@ -1,20 +1,21 @@
 """SQL for Deep Dream: versions of ``MEMORY.md`` (R41) and the last processed daily hash (R38).
 
-Both are per user, like the Markdown files. A *version* is the text a rewrite replaced (by a
-dream or a rollback), kept so that ``rollback`` can restore it; ``existed`` tells whether there
-was a file at all.
+Both are per user, like the Markdown files. A *version* is the text a rewrite replaced, kept so
+that ``rollback`` can restore it; its ``cause`` says what replaced it: a ``dream``, a
+``rollback``, an ``edit`` (``tiermem core edit``) and, where ``MEMORY.md`` lives in the database
+(PostgreSQL), also a plain ``write`` or a ``hand edit`` of the mirrored file — there every text
+is kept. ``existed`` tells whether there was a text at all.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from tiermem.clock import parse_utc, utc_iso
-from tiermem.storage.db import Database
+from tiermem.storage.sql import Database, Row
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class CoreVersion:
     id: int
     user_id: str
     created_at: datetime
-    cause: str  # "dream" | "rollback": what replaced this text
+    cause: str  # what replaced this text: "dream", "rollback", "edit", "write", "hand edit"
     content: str
     existed: bool
     sha256: str
@@ -60,7 +61,7 @@ class DreamState:
 _COLUMNS = "id, user_id, created_at, cause, content, existed, sha256"
 
 
-def _version(row: sqlite3.Row) -> CoreVersion:
+def _version(row: Row) -> CoreVersion:
     return CoreVersion(int(row["id"]), row["user_id"], parse_utc(row["created_at"]), row["cause"],
                        row["content"], bool(row["existed"]), row["sha256"])
 
@@ -78,14 +79,10 @@ class DreamRepository:
         with self.db.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO core_versions (user_id, created_at, cause, content, existed, sha256)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (user_id, utc_iso(at), cause, content, int(existed), digest),
             )
-            return int(cur.lastrowid or 0)
-
-    def delete_version(self, user_id: str, version_id: int) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("DELETE FROM core_versions WHERE user_id = ? AND id = ?", (user_id, version_id))
+            return int(cur.fetchone()[0])
 
     def versions(self, user_id: str) -> list[CoreVersion]:
         """Newest first."""
@@ -102,6 +99,12 @@ class DreamRepository:
         row = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM core_versions WHERE user_id = ? ORDER BY id DESC LIMIT 1", (user_id,)).fetchone()
         return _version(row) if row else None
+
+    def has_text(self, user_id: str, sha256: str) -> bool:
+        """Whether a kept version of ``user_id`` has this SHA-256 (of its UTF-8 text)."""
+        row = self.db.conn.execute(
+            "SELECT 1 FROM core_versions WHERE user_id = ? AND sha256 = ? LIMIT 1", (user_id, sha256)).fetchone()
+        return row is not None
 
     def state(self, user_id: str) -> DreamState | None:
         row = self.db.conn.execute(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tiermem.clock import utc_iso
-from tiermem.storage.db import Database
+from tiermem.storage.sql import Database
 
 _BATCH = 500  # bound the number of SQL variables per statement
 
@@ -78,7 +78,8 @@ class FlushHashRepository:
         stamp = utc_iso(at)
         with self.db.transaction() as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO flush_hashes (namespace, digest, at) VALUES (?, ?, ?)",
+                "INSERT INTO flush_hashes (namespace, digest, at) VALUES (?, ?, ?)"
+                " ON CONFLICT (namespace, digest) DO NOTHING",
                 [(namespace, d, stamp) for d in set(digests)],
             )
             if intent is not None:
@@ -92,15 +93,16 @@ class FlushHashRepository:
         namespace = self.db.redactor.ident(namespace)
         with self.db.transaction() as conn:
             cur = conn.execute(
-                "INSERT INTO journal_intents (user_id, namespace, day, offset, blocks, at) VALUES (?, ?, ?, ?, ?, ?)",
+                'INSERT INTO journal_intents (user_id, namespace, day, "offset", blocks, at) VALUES (?, ?, ?, ?, ?, ?)'
+                " RETURNING id",
                 (user_id, namespace, day, offset, data, utc_iso(at)),
             )
-            return int(cur.lastrowid or 0)
+            return int(cur.fetchone()[0])
 
     def intents(self, user_id: str) -> list[JournalIntent]:
         """The unsettled intents of ``user_id``'s journal, oldest first."""
         rows = self.db.conn.execute(
-            "SELECT id, user_id, namespace, day, offset, blocks FROM journal_intents WHERE user_id = ? ORDER BY id",
+            'SELECT id, user_id, namespace, day, "offset", blocks FROM journal_intents WHERE user_id = ? ORDER BY id',
             (user_id,),
         )
         return [JournalIntent(r[0], r[1], r[2], r[3], int(r[4]),
@@ -146,8 +148,8 @@ class ConsolidatedDayRepository:
         stamp = utc_iso(at)
         with self.db.transaction() as conn:
             conn.executemany(
-                "INSERT INTO consolidated_prefix (user_id, day, offset, sha256, at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (user_id, day) DO UPDATE SET offset = excluded.offset, sha256 = excluded.sha256,"
+                'INSERT INTO consolidated_prefix (user_id, day, "offset", sha256, at) VALUES (?, ?, ?, ?, ?)'
+                ' ON CONFLICT (user_id, day) DO UPDATE SET "offset" = excluded."offset", sha256 = excluded.sha256,'
                 " at = excluded.at",
                 [(user_id, m.day, m.offset, m.sha256, stamp) for m in marks],
             )
@@ -155,7 +157,7 @@ class ConsolidatedDayRepository:
     def marks(self, user_id: str) -> dict[str, PrefixMark]:
         """Day (``YYYY-MM-DD``) -> its mark."""
         rows = self.db.conn.execute(
-            "SELECT day, offset, sha256, at FROM consolidated_prefix WHERE user_id = ?", (user_id,))
+            'SELECT day, "offset", sha256, at FROM consolidated_prefix WHERE user_id = ?', (user_id,))
         return {str(r[0]): PrefixMark(str(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows}
 
     def forget(self, user_id: str, days: Iterable[str]) -> None:

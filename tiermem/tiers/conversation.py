@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -50,7 +49,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tiermem import faults
-from tiermem.errors import StorageError, TiermemError
+from tiermem.errors import TiermemError
+from tiermem.storage.files import MemoryFiles
 from tiermem.storage.journal import FlushHashRepository, IntentBlock, JournalIntent
 from tiermem.tiers.daily import (
     MAX_RECORDS,
@@ -59,9 +59,9 @@ from tiermem.tiers.daily import (
     PendingBlock,
     check_kind,
     conversation_namespace,
+    day_rel,
 )
 from tiermem.tiers.flush import kept_indices
-from tiermem.tiers.paths import open_private, read_file
 from tiermem.tiers.records import TOOL_RESULT_MAX_CHARS, message_records, tool_names
 from tiermem.tiers.turns import ChatMessage
 from tiermem.types import Scope
@@ -116,6 +116,8 @@ class ConversationJournal:
     def __init__(self, journal: DailyJournal, hashes: FlushHashRepository | None, scope: Scope,
                  tool_max_chars: int = TOOL_RESULT_MAX_CHARS) -> None:
         self.journal = journal
+        if hashes is not None and journal.flush_hashes is not None:
+            hashes = journal.flush_hashes  # the journal store's own: its writes join the journal's transaction
         self.hashes = hashes
         self.scope = scope
         self.tool_max_chars = min(tool_max_chars, MAX_MESSAGE_CHARS)
@@ -194,8 +196,9 @@ class ConversationJournal:
             day = groups[0][0].day
             blocks = [IntentBlock(hashlib.sha256(b.text.encode("utf-8")).hexdigest(), len(b.text.encode("utf-8")),
                                   b.text.split("\n", 1)[0], d) for b, d in groups]
+            found = self.journal.files.stat(day_rel(day))
             intent = self.hashes.announce(self.journal.paths.user_id, namespace, day.isoformat(),
-                                          _size(self.journal.paths.daily(day)), blocks, self.journal.now())
+                                          found.size if found is not None else 0, blocks, self.journal.now())
         faults.point("journal.intent")
         path = None
         for block, _ in groups:
@@ -221,19 +224,19 @@ def settle_intents(journal: DailyJournal, hashes: FlushHashRepository) -> None:
     """Settle every intent of ``journal``'s user (the caller holds the journal lock): record the
     digests of the blocks that reached the file, cut a torn block off, forget the rest."""
     for intent in hashes.intents(journal.paths.user_id):
-        path = journal.paths.daily(date.fromisoformat(intent.day))
-        written = _written(path, intent)
+        rel = day_rel(date.fromisoformat(intent.day))
+        written = _written(journal.files, rel, intent)
         if written:
             hashes.remember(intent.namespace, written, journal.now(), intent=intent.id)
         else:
             hashes.cancel(intent.id)
-        log.info("settled an interrupted journal write to %s: %d of its messages were written", path.name,
+        log.info("settled an interrupted journal write to %s: %d of its messages were written", rel,
                  len(written))
 
 
-def _written(path: Path, intent: JournalIntent) -> list[str]:
-    """The digests of the intent's blocks found in ``path`` (a torn last block is truncated)."""
-    data = _read(path)
+def _written(files: MemoryFiles, rel: str, intent: JournalIntent) -> list[str]:
+    """The digests of the intent's blocks found in ``rel`` (a torn last block is cut off)."""
+    data = files.read(rel) or b""
     found: list[str] = []
     pos = intent.offset
     if len(data) >= pos:
@@ -241,7 +244,8 @@ def _written(path: Path, intent: JournalIntent) -> list[str]:
             end = _block_at(data, pos, block, intent.day)
             if end is None:
                 if _torn(data[pos:], block, intent.day):
-                    _truncate(path, pos)
+                    files.truncate(rel, pos)  # a file is never left empty: cut back to 0 it goes
+                    log.warning("cut the torn tail of an interrupted append from %s (back to %d bytes)", rel, pos)
                     return found
                 break
             found += block.digests
@@ -289,34 +293,3 @@ def _anywhere(data: bytes, block: IntentBlock) -> bool:
             return True
         at = data.find(head, at + 1)
     return False
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from exc
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return read_file(path)  # not through a symlink (the journal lock checked the folders)
-    except FileNotFoundError:
-        return b""
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from exc
-
-
-def _truncate(path: Path, size: int) -> None:
-    """Cut the torn tail of an interrupted append (a file is never left empty: it goes)."""
-    try:
-        if size == 0:
-            path.unlink(missing_ok=True)
-        else:
-            with os.fdopen(open_private(path, os.O_RDWR), "r+b") as handle:
-                handle.truncate(size)
-    except OSError as exc:
-        raise StorageError(f"cannot repair the interrupted append to {path}: {exc}") from exc
-    log.warning("cut the torn tail of an interrupted append from %s (back to %d bytes)", path, size)

@@ -12,14 +12,18 @@ line indented two spaces)::
       ```
     - assistant: Thanks!
 
-Date and time come from the injected clock, in the configured time zone. Appends take a
-cross-process file lock and write the block with one ``write`` (rolled back on failure), so
-threads and processes appending at once never interleave or lose lines; the search index is
-updated under the same lock, so it sees blocks in file order. :meth:`DailyJournal.exclusive`
-hands out that lock for a whole check-then-write (the conversation journal decides under it which
-messages are new). Like the database (WAL, ``synchronous=NORMAL``), an append is not fsynced: it
-survives a killed process, and an OS crash may lose the last moments; with ``sqlite_synchronous =
-"full"`` each append is fsynced before it returns (docs/durability.md).
+The files are reached through :class:`~tiermem.storage.files.MemoryFiles`: on SQLite the files
+under the root themselves, on PostgreSQL rows in the shared database mirrored to the root (the
+mirror is never read back). Date and time come from the injected clock, in the configured time
+zone. Appends take the store's cross-process journal lock (a lock file on SQLite, an advisory
+lock on PostgreSQL: :attr:`~tiermem.storage.sql.Backend.lock`) and write the block in one piece
+(rolled back on failure), so threads and processes appending at once never interleave or lose
+lines; the search index is updated under the same lock, so it sees blocks in file order.
+:meth:`DailyJournal.exclusive` hands out that lock for a whole check-then-write (the conversation
+journal decides under it which messages are new); on PostgreSQL everything written inside it is
+one transaction. On SQLite, like the database (WAL, ``synchronous=NORMAL``), an append is not
+fsynced: it survives a killed process, and an OS crash may lose the last moments; with
+``sqlite_synchronous = "full"`` each append is fsynced before it returns (docs/durability.md).
 
 Retention (R12) removes a day file older than ``retention_days`` only while a Deep Dream's mark
 covers all of it: a dream records the prefix it read of each day (length in bytes and SHA-256,
@@ -30,9 +34,9 @@ mark until a later dream reads the whole file again; a day no dream read is kept
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -42,10 +46,11 @@ from typing import Any, Protocol, TypeVar
 
 from tiermem import validate
 from tiermem.clock import Clock
-from tiermem.errors import InvalidInput, StorageError
+from tiermem.errors import InvalidInput, StorageError, UnsafePath
+from tiermem.storage.files import MemoryFiles
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository, PrefixMark
 from tiermem.tiers.markdown import fold, normalise_text, render_record
-from tiermem.tiers.paths import FILE_MODE, UserPaths, make_dirs, open_private, read_file
+from tiermem.tiers.paths import DAILY_DIR, FILE_MODE, UserPaths, day_of, make_dirs
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +62,16 @@ _LEGACY_NAMESPACES = ("daily", "queue", "ingest")  # one hash store per writer, 
 LOCK_FILE = ".journal.lock"
 LOCK_TIMEOUT_SECONDS = 120.0
 LOCK_POLL_SECONDS = 0.002
-_EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 _T = TypeVar("_T")
+Locker = Callable[[str, float], AbstractContextManager[Any]]  # (lock name under the root, timeout) -> lock
 
 
 @dataclass(frozen=True)
 class AppendEvent:
     """What one append did to a file: enough to index the new block without rereading it."""
 
-    path: Path
+    path: Path  # the file a person reads (on PostgreSQL: its local mirror)
+    rel: str  # memory/YYYY-MM-DD.md
     day: date
     old_sha256: str  # of the file before the append ("" content when it did not exist)
     new_sha256: str  # of the file right after it
@@ -81,7 +87,7 @@ class JournalListener(Protocol):
 
     def appended(self, event: AppendEvent) -> None: ...
 
-    def removed(self, path: Path) -> None: ...
+    def removed(self, rel: str) -> None: ...
 
     def notifications_after(self) -> AbstractContextManager[None]: ...
 
@@ -95,6 +101,11 @@ def conversation_namespace(user_id: str, agent_name: str, conversation_id: str) 
 def namespace_prefixes(user_id: str) -> list[str]:
     """Prefixes of every flush-hash namespace of ``user_id`` (retention forgets old hashes)."""
     return [f"{name}:{user_id}:" for name in (CONVERSATION_NAMESPACE, *_LEGACY_NAMESPACES)]
+
+
+def day_rel(day: date) -> str:
+    """``memory/YYYY-MM-DD.md``: a day's file relative to the user's root."""
+    return f"{DAILY_DIR}/{day.isoformat()}.md"
 
 
 def file_lock(path: Path) -> AbstractContextManager[Any]:
@@ -167,17 +178,6 @@ class DaySnapshot:
         return PrefixMark(self.day.isoformat(), self.size, self.sha256)
 
 
-def _file_state(path: Path) -> tuple[bytes, int, str] | None:
-    """The bytes of ``path``, their length and SHA-256; ``None`` when there is no such file."""
-    try:
-        data = read_file(path)  # not through a final symlink
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc}") from exc
-    return data, len(data), hashlib.sha256(data).hexdigest()
-
-
 @dataclass(frozen=True)
 class PendingBlock:
     """A checked ``## kind (HH:MM)`` block, rendered and ready to append to ``day``'s file."""
@@ -199,21 +199,27 @@ class JournalWriter:
         return self.write(self._journal.block(kind, lines, at))
 
     def write(self, block: PendingBlock) -> Path:
-        path = self._journal.paths.daily(block.day)
-        event = self._journal._write_block(path, block.day, block.text)
-        self.created_file = self.created_file or event.old_sha256 == _EMPTY_SHA
-        return path
+        created = self._journal._write_block(block.day, block.text)
+        self.created_file = self.created_file or created
+        return self._journal.paths.daily(block.day)
 
 
 class DailyJournal:
-    """One user's daily files under ``paths.daily_dir``."""
+    """One user's daily files (``memory/`` of :class:`MemoryFiles`; a bare :class:`UserPaths`
+    means the local files, locked with lock files)."""
 
-    def __init__(self, paths: UserPaths, clock: Clock, tz: tzinfo, *, retention_days: int = 90,
+    def __init__(self, files: MemoryFiles | UserPaths, clock: Clock, tz: tzinfo, *, retention_days: int = 90,
                  consolidated: ConsolidatedDayRepository | None = None,
                  flush_hashes: FlushHashRepository | None = None,
                  listener: JournalListener | None = None,
-                 scrub: Callable[[str], str] | None = None) -> None:
-        self.paths = paths
+                 scrub: Callable[[str], str] | None = None,
+                 lock: Locker | None = None) -> None:
+        if isinstance(files, UserPaths):
+            from tiermem.storage.sqlite.files import LocalFiles
+
+            files = LocalFiles(files)
+        self.files = files
+        self.paths = files.paths
         self.scrub = scrub  # e.g. tiermem.redact.redact: every write path passes through append
         self.clock = clock
         self.tz = tz
@@ -221,8 +227,8 @@ class DailyJournal:
         self.consolidated = consolidated
         self.flush_hashes = flush_hashes
         self.listener = listener
+        self._lock = lock
         self.on_lock: dict[str, Callable[[], None]] = {}  # run first in each locked section (settle crashed writes)
-        self.fsync = False  # sqlite_synchronous = "full": an append is on disk (fsync) before it returns
 
     # --- reading -----------------------------------------------------------------------------
     def now(self) -> datetime:
@@ -232,31 +238,40 @@ class DailyJournal:
         return self.now().date()
 
     def path_for(self, day: date | datetime | str) -> Path:
+        """The file a person reads for that day (on PostgreSQL: its local mirror)."""
         return self.paths.daily(parse_day(day, self.tz))
+
+    def rel_for(self, day: date | datetime | str) -> str:
+        """``memory/YYYY-MM-DD.md`` of that day."""
+        return day_rel(parse_day(day, self.tz))
 
     def read(self, day: date | datetime | str | None = None) -> str:
         """The text of that day's file (today by default); ``""`` when nothing was written that day."""
-        path = self.path_for(self.today() if day is None else day)
-        try:
-            return read_file(self.paths.inside(path)).decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            raise StorageError(f"cannot read {path}: {exc}") from exc
+        data = self.files.read(self.rel_for(self.today() if day is None else day))
+        return "" if data is None else data.decode("utf-8", errors="replace")
+
+    def stamp(self, day: date | datetime | str) -> object:
+        """A cheap key that changes whenever that day's file may have (None: no file)."""
+        found = self.files.stat(self.rel_for(day))
+        return None if found is None else found.key
 
     def days(self) -> list[date]:
         """Days that have a file, oldest first."""
-        return [day for day, _ in self.paths.daily_files()]
+        return [day for day, _ in self._day_files()]
+
+    def _day_files(self) -> list[tuple[date, str]]:
+        found = [(day, rel) for rel in self.files.list(DAILY_DIR)
+                 if (day := day_of(rel.rpartition("/")[2])) is not None]
+        return sorted(found)
 
     def snapshot(self, day: date | datetime | str) -> DaySnapshot | None:
         """That day's file as it is now, read once (``None``: no file). A Deep Dream reads the
         days it consolidates this way, so its mark names exactly the bytes it read."""
         parsed = parse_day(day, self.tz)
-        state = _file_state(self.paths.inside(self.paths.daily(parsed)))
-        if state is None:
+        data = self.files.read(day_rel(parsed))
+        if data is None:
             return None
-        data, size, digest = state
-        return DaySnapshot(parsed, data.decode("utf-8", errors="replace"), size, digest)
+        return DaySnapshot(parsed, data.decode("utf-8", errors="replace"), len(data), hashlib.sha256(data).hexdigest())
 
     # --- writing -----------------------------------------------------------------------------
     def append(self, kind: str, lines: str | Sequence[str], *, at: datetime | None = None) -> Path:
@@ -286,54 +301,53 @@ class DailyJournal:
     @contextmanager
     def exclusive(self) -> Iterator[JournalWriter]:
         """Hold the journal's cross-process lock for a whole check-then-write: nobody else appends
-        until the block ends, and ``writer.write`` inside it does not take the lock again.
+        until the block ends, and ``writer.write`` inside it does not take the lock again. Where
+        the files live in the database, the block's writes (files and records) are one transaction.
         Index listeners hear about the writes when the block ends; retention runs after that."""
         writer = JournalWriter(self)
-        with self._after_lock(), ExitStack() as stack:
-            try:
-                stack.enter_context(file_lock(self.paths.inside(self.paths.daily_dir / LOCK_FILE)))
-            except TimeoutError as exc:
-                raise StorageError(f"timed out waiting for the journal lock of {self.paths.daily_dir}") from exc
-            except OSError as exc:
-                raise StorageError(f"cannot lock the journal in {self.paths.daily_dir}: {exc}") from exc
+        with self._after_lock(), self.locked(), self.files.writing():
             for settle in list(self.on_lock.values()):
                 settle()
             yield writer
         if writer.created_file:
             self._retention_quietly()
 
-    def _write_block(self, path: Path, day: date, block: str) -> AppendEvent:
-        """Append ``block`` to ``path``; the caller holds the journal lock."""
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND  # 0600, never through a symlink out of the root
-            with os.fdopen(open_private(self.paths.inside(path), flags), "a+b") as handle:
-                handle.seek(0)
-                old = handle.read()
-                if not old:
-                    prefix = f"# Daily Memory: {day.isoformat()}\n\n"
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The journal's cross-process lock alone (``StorageError`` when it cannot be had)."""
+        folder = self.paths.daily_dir
+        with ExitStack() as stack:
+            try:
+                if self._lock is not None:
+                    stack.enter_context(self._lock(self.paths.store_name(f"{DAILY_DIR}/{LOCK_FILE}"),
+                                                   LOCK_TIMEOUT_SECONDS))
                 else:
-                    prefix = "\n" if old.endswith(b"\n") else "\n\n"
-                data = (prefix + block).encode("utf-8")
-                digest = hashlib.sha256(old)
-                old_sha = digest.hexdigest()
-                try:
-                    handle.write(data)
-                    handle.flush()
-                    if self.fsync:
-                        _sync(handle.fileno(), path, created=not old)
-                except OSError:
-                    handle.truncate(len(old))
-                    if not old:
-                        path.unlink(missing_ok=True)
-                    raise
-                digest.update(data)
-                first_line = (old + prefix.encode("utf-8")).count(b"\n") + 1
-                event = AppendEvent(path, day, old_sha, digest.hexdigest(), first_line, block)
-                if self.listener is not None:  # under the lock: the index follows the file's order
-                    _notify(self.listener.appended, event, path)
-        except OSError as exc:
-            raise StorageError(f"cannot append to {path}: {exc}") from exc
-        return event
+                    stack.enter_context(file_lock(self.paths.inside(folder / LOCK_FILE)))
+            except TimeoutError as exc:
+                raise StorageError(f"timed out waiting for the journal lock of {folder}") from exc
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # the lock file is a link (opened with O_NOFOLLOW)
+                    raise UnsafePath(f"{folder / LOCK_FILE} is a symbolic link; tiermem does not follow it",
+                                     folder / LOCK_FILE) from exc
+                raise StorageError(f"cannot lock the journal in {folder}: {exc}") from exc
+            yield
+
+    def _write_block(self, day: date, block: str) -> bool:
+        """Append ``block`` to ``day``'s file; the caller holds the journal lock. True when the
+        append created the file."""
+        rel = day_rel(day)
+        old = self.files.read(rel) or b""
+        prefix = _separator(old, day)
+        data = (prefix + block).encode("utf-8")
+        digest = hashlib.sha256(old)
+        old_sha = digest.hexdigest()
+        self.files.append(rel, data)
+        digest.update(data)
+        first_line = (old + prefix.encode("utf-8")).count(b"\n") + 1
+        event = AppendEvent(self.paths.daily(day), rel, day, old_sha, digest.hexdigest(), first_line, block)
+        if self.listener is not None:  # under the lock: the index follows the file's order
+            _notify(self.listener.appended, event, rel)
+        return not old
 
     # --- retention (R12) -----------------------------------------------------------------------
     def mark_read(self, snapshots: Iterable[DaySnapshot]) -> None:
@@ -351,7 +365,7 @@ class DailyJournal:
     def consolidated_days(self) -> list[date]:
         """Days whose file a dream's mark covers whole (retention may remove them once old)."""
         marks = self._marks()
-        return [day for day, path in self.paths.daily_files() if self._covered(path, marks.get(day))]
+        return [day for day, rel in self._day_files() if self._covered(rel, marks.get(day))]
 
     def apply_retention(self) -> list[date]:
         """Remove daily files older than ``retention_days`` that a Deep Dream's mark covers whole.
@@ -364,15 +378,14 @@ class DailyJournal:
             for prefix in namespace_prefixes(self.paths.user_id):
                 self.flush_hashes.forget_before(prefix, oldest)
         marks = self._marks()
-        candidates = [(d, p) for d, p in self.paths.daily_files() if d < cutoff and d in marks]
+        candidates = [(d, rel) for d, rel in self._day_files() if d < cutoff and d in marks]
         if not candidates:
             return []
         removed: list[date] = []
         try:
-            lock = file_lock(self.paths.inside(self.paths.daily_dir / LOCK_FILE))
-            with self._after_lock(), lock:  # no append between check and unlink
-                for day, path in candidates:
-                    if self._covered(path, marks[day]) and self._remove(path):
+            with self._after_lock(), self.locked(), self.files.writing():  # no append between check and removal
+                for day, rel in candidates:
+                    if self._covered(rel, marks[day]) and self._remove(rel):
                         removed.append(day)
         finally:
             if removed and self.consolidated is not None:
@@ -384,31 +397,22 @@ class DailyJournal:
             return {}
         return {date.fromisoformat(day): mark for day, mark in self.consolidated.marks(self.paths.user_id).items()}
 
-    @staticmethod
-    def _covered(path: Path, mark: PrefixMark | None) -> bool:
+    def _covered(self, rel: str, mark: PrefixMark | None) -> bool:
         """Whether ``mark`` is the whole current file: same length (checked first, cheaply), same hash."""
         if mark is None:
             return False
-        try:
-            if path.stat().st_size != mark.offset:
-                return False
-        except FileNotFoundError:
+        found = self.files.stat(rel)
+        if found is None or found.size != mark.offset:
             return False
-        except OSError as exc:
-            raise StorageError(f"cannot read {path}: {exc}") from exc
-        state = _file_state(path)
-        return state is not None and state[1:] == (mark.offset, mark.sha256)
+        data = self.files.read(rel)
+        return data is not None and (len(data), hashlib.sha256(data).hexdigest()) == (mark.offset, mark.sha256)
 
-    def _remove(self, path: Path) -> bool:
-        try:
-            path.unlink()
-        except FileNotFoundError:
+    def _remove(self, rel: str) -> bool:
+        if not self.files.remove(rel):
             return False
-        except OSError as exc:
-            raise StorageError(f"cannot remove {path}: {exc}") from exc
-        log.info("retention removed %s (consolidated whole, older than %d days)", path, self.retention_days)
+        log.info("retention removed %s (consolidated whole, older than %d days)", rel, self.retention_days)
         if self.listener is not None:
-            _notify(self.listener.removed, path, path)
+            _notify(self.listener.removed, rel, rel)
         return True
 
     def _after_lock(self) -> AbstractContextManager[Any]:
@@ -422,22 +426,16 @@ class DailyJournal:
             log.warning("daily retention failed: %s", exc)
 
 
+def _separator(old: bytes, day: date) -> str:
+    """What goes before a block: a new file's title, else a blank line."""
+    if not old:
+        return f"# Daily Memory: {day.isoformat()}\n\n"
+    return "\n" if old.endswith(b"\n") else "\n\n"
 
 
-def _sync(fd: int, path: Path, created: bool) -> None:
-    """fsync an appended file (and its directory when the append created it)."""
-    os.fsync(fd)
-    if created and hasattr(os, "O_DIRECTORY"):
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-def _notify(call: Callable[[_T], None], argument: _T, path: Path) -> None:
+def _notify(call: Callable[[_T], None], argument: _T, rel: str) -> None:
     """Run a listener; the file is the truth, so a failing index is logged and healed later."""
     try:
         call(argument)
     except Exception as exc:
-        log.warning("index update for %s failed (refresh_index will retry): %s", path, exc)
+        log.warning("index update for %s failed (refresh_index will retry): %s", rel, exc)

@@ -11,35 +11,31 @@ same line. Blank records are not indexed. Dream diaries are not indexed.
 - An append adds just the new block's chunks, provided the index still holds the file exactly as
   it was before the append (same sha256); otherwise the file is re-indexed whole.
 - A rewrite of ``MEMORY.md`` re-indexes it.
-- :meth:`FileIndexer.refresh` (run before every search) notices edits made by hand, even while no
-  process ran: it compares each file's sha256 with the indexed one — hashing only files whose
-  (mtime, size, inode) changed since this process last looked — and forgets deleted files.
+- :meth:`FileIndexer.refresh` (run before every search) notices edits made by hand (SQLite) and
+  writes of other processes (PostgreSQL), even while no process ran: it compares each file's
+  sha256 with the indexed one — hashing only files whose change key
+  (:class:`~tiermem.storage.files.FileStat`: mtime, size and inode of a file; a revision of a
+  file in the database) changed since this process last looked — and forgets deleted files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tiermem.storage.chunks import Chunk, ChunkRepository
+from tiermem.storage.files import MemoryFiles
 from tiermem.tiers.daily import AppendEvent
 from tiermem.tiers.markdown import Record, fold, parse_records
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of, read_file
+from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
 
 log = logging.getLogger(__name__)
 
-_StatKey = tuple[int, int, int]
 CHUNK_MAX_CHARS = 1500  # a longer record is indexed as several chunks
-
-
-def _stat_key(info: os.stat_result) -> _StatKey:
-    return info.st_mtime_ns, info.st_size, info.st_ino
 
 
 def is_indexed_path(rel: str) -> bool:
@@ -105,12 +101,17 @@ def _line_parts(line: str, max_chars: int) -> list[str]:
 
 
 class FileIndexer:
-    """The index side of one user's Markdown files."""
+    """The index side of one user's Markdown files (read through :class:`MemoryFiles`)."""
 
-    def __init__(self, repo: ChunkRepository, paths: UserPaths) -> None:
+    def __init__(self, repo: ChunkRepository, files: MemoryFiles | UserPaths) -> None:
+        if isinstance(files, UserPaths):
+            from tiermem.storage.sqlite.files import LocalFiles
+
+            files = LocalFiles(files)
         self.repo = repo
-        self.paths = paths
-        self._seen: dict[str, _StatKey] = {}  # stat of each file when this process last hashed it
+        self.files = files
+        self.paths = files.paths
+        self._seen: dict[str, Hashable] = {}  # change key of each file when this process last hashed it
         self._db_checked = False
         self._lock = threading.Lock()
 
@@ -134,76 +135,69 @@ class FileIndexer:
                 log.warning("chunk listeners failed: %s", exc)
 
     def appended(self, event: AppendEvent) -> None:
-        rel = self.paths.relative(event.path)
-        chunks = chunks_of(rel, event.block, event.first_line)
-        if self.repo.append_chunks(self.user_id, rel, event.old_sha256, event.new_sha256, chunks) is None:
-            self.index_file(event.path)
+        chunks = chunks_of(event.rel, event.block, event.first_line)
+        if self.repo.append_chunks(self.user_id, event.rel, event.old_sha256, event.new_sha256, chunks) is None:
+            self.index_rel(event.rel)
 
-    def rewritten(self, path: Path) -> None:
-        self.index_file(path)
+    def rewritten(self, path: Path | str) -> None:
+        self.index_rel(self._rel(path))
 
-    def removed(self, path: Path) -> None:
-        self._forget(self.paths.relative(path))
+    def removed(self, path: Path | str) -> None:
+        self._forget(self._rel(path))
+
+    def _rel(self, path: Path | str) -> str:
+        return path if isinstance(path, str) else self.paths.relative(path)
 
     # --- checking the files -----------------------------------------------------------------
     def index_file(self, path: Path, force: bool = False) -> bool:
-        """Index ``path`` if its content differs from the index (always with ``force``);
+        """:meth:`index_rel` of a file under the user's root."""
+        return self.index_rel(self.paths.relative(path), force)
+
+    def index_rel(self, rel: str, force: bool = False) -> bool:
+        """Index ``rel`` if its content differs from the index (always with ``force``);
         True when the index changed."""
-        rel = self.paths.relative(path)
-        try:
-            real = self.paths.inside(path)  # a link out of the root: UnsafePath
-            info = real.stat()
-            data = read_file(real)
-        except FileNotFoundError:
+        found = self.files.stat(rel)  # a link out of the root: UnsafePath
+        data = self.files.read(rel) if found is not None else None
+        if found is None or data is None:
             return self._forget(rel)
         sha = hashlib.sha256(data).hexdigest()
         if not force and self.repo.file_hash(self.user_id, rel) == sha:
-            self._remember(rel, info)
+            self._remember(rel, found.key)
             return False
         chunks = chunks_of(rel, data.decode("utf-8", errors="replace"))
         self.repo.replace_file(self.user_id, rel, sha, chunks)
-        self._remember(rel, info)
+        self._remember(rel, found.key)
         log.debug("indexed %s: %d chunks", rel, len(chunks))
         return True
 
-    def files(self) -> dict[str, Path]:
-        """The indexable files on disk now: ``MEMORY.md`` and the daily files."""
-        return {rel: Path(path) for rel, (path, _) in self._scan().items()}
+    def files_now(self) -> list[str]:
+        """The indexable files now: ``MEMORY.md`` and the daily files."""
+        return sorted(self._scan())
 
-    def _scan(self) -> dict[str, tuple[str, _StatKey]]:
-        """``rel -> (path, stat key)`` of the indexable files (one ``stat`` each, no hashing)."""
-        found: dict[str, tuple[str, _StatKey]] = {}
-        candidates = [(CORE_FILE, str(self.paths.core))]
-        try:
-            with os.scandir(self.paths.daily_dir) as entries:
-                candidates += [(f"{DAILY_DIR}/{e.name}", e.path) for e in entries if day_of(e.name) is not None]
-        except (FileNotFoundError, NotADirectoryError):
-            pass
-        for rel, path in candidates:
-            try:
-                info = os.stat(path)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            if stat.S_ISREG(info.st_mode):
-                found[rel] = (path, _stat_key(info))
+    def _scan(self) -> dict[str, Hashable]:
+        """``rel -> change key`` of the indexable files (no hashing)."""
+        found = {rel: stat.key for rel, stat in self.files.scan(DAILY_DIR).items() if is_indexed_path(rel)}
+        core = self.files.stat(CORE_FILE)
+        if core is not None:
+            found[CORE_FILE] = core.key
         return found
 
     def refresh(self) -> list[str]:
         """Bring the index up to date with the files; returns the paths whose index changed."""
-        on_disk = self._scan()
+        present = self._scan()
         changed: list[str] = []
         with self._lock:
             known = set(self._seen)
-            check_db = not self._db_checked or known != set(on_disk)
+            check_db = not self._db_checked or known != set(present)
             self._db_checked = True
         if check_db:  # files appeared or vanished: forget indexed files that are gone
             for rel in self.repo.indexed_paths(self.user_id):
-                if is_indexed_path(rel) and rel not in on_disk and self._forget(rel):
+                if is_indexed_path(rel) and rel not in present and self._forget(rel):
                     changed.append(rel)
-        for rel, (path, key) in sorted(on_disk.items()):
+        for rel, key in sorted(present.items()):
             with self._lock:
                 unchanged = self._seen.get(rel) == key
-            if not unchanged and self.index_file(Path(path)):
+            if not unchanged and self.index_rel(rel):
                 changed.append(rel)
         if changed:
             log.info("index refreshed from the files: %s", ", ".join(changed))
@@ -211,17 +205,17 @@ class FileIndexer:
 
     def reindex(self) -> int:
         """Rebuild the index of every file from scratch; returns the number of files indexed."""
-        on_disk = self.files()
+        present = self.files_now()
         for rel in self.repo.indexed_paths(self.user_id):
-            if is_indexed_path(rel) and rel not in on_disk:
+            if is_indexed_path(rel) and rel not in present:
                 self._forget(rel)
-        for path in on_disk.values():
-            self.index_file(path, force=True)
-        return len(on_disk)
+        for rel in present:
+            self.index_rel(rel, force=True)
+        return len(present)
 
-    def _remember(self, rel: str, info: os.stat_result) -> None:
+    def _remember(self, rel: str, key: Hashable) -> None:
         with self._lock:
-            self._seen[rel] = _stat_key(info)
+            self._seen[rel] = key
 
     def _forget(self, rel: str) -> bool:
         with self._lock:

@@ -23,6 +23,7 @@ import errno
 import os
 import re
 import stat
+import tempfile
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -79,6 +80,12 @@ class UserPaths:
 
     def daily(self, day: date) -> Path:
         return self.daily_dir / f"{day.isoformat()}.md"
+
+    def store_name(self, rel: str) -> str:
+        """``rel`` (relative to this user's root) relative to the memory root, built from the user
+        id, not from resolved paths: ``memory/.journal.lock`` or ``users/bob/memory/.journal.lock``
+        (the names of named locks, :attr:`tiermem.storage.sql.Backend.lock`)."""
+        return rel if self.user_id == DEFAULT_USER else f"{USERS_DIR}/{self.user_id}/{rel}"
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the user's root with forward slashes, as index refs use it."""
@@ -188,7 +195,44 @@ def read_file(path: Path) -> bytes:
 def write_private(path: Path, data: bytes) -> None:
     """Create or replace ``path`` with ``data`` (``0600``, not through a final symlink); for
     small files tiermem owns (``tiermem.toml``). ``MEMORY.md`` and imports use
-    :func:`tiermem.tiers.core.atomic_write`."""
+    :func:`atomic_write`."""
     fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory, fsync, rename. The file
+    is ``0600`` (``mkstemp``'s mode), whatever it was; missing folders are created ``0700``. A
+    symlink at ``path`` is replaced, not followed (callers pass :meth:`UserPaths.inside` paths)."""
+    try:
+        make_dirs(path.parent)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        Path(temp).unlink(missing_ok=True)
+        raise StorageError(f"cannot write {path}: {exc}") from exc
+    sync_dir(path.parent)
+
+
+def sync_dir(folder: Path) -> None:
+    """fsync a folder (a rename or a new file in it is on disk); a no-op where folders cannot be
+    opened (Windows: the rename is still atomic)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        dir_fd = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)

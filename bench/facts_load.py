@@ -34,8 +34,8 @@ from typing import Any
 from tiermem import Memory
 from tiermem.clock import SystemClock
 from tiermem.facts.store import FactPolicy, FactStore, NewFact
-from tiermem.storage.db import Database
 from tiermem.storage.facts import FactRepository
+from tiermem.storage.sqlite.db import Database
 from tiermem.testing import HashEmbedder
 from tiermem.types import Scope
 

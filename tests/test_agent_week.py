@@ -15,11 +15,16 @@ nothing, and at the end that the imported store answers the same.
 from __future__ import annotations
 
 import json
+import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tiermem import Memory
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
@@ -27,6 +32,7 @@ from tiermem.tiers.markdown import parse_records
 
 MONDAY = datetime(2026, 3, 9, 9, 0, tzinfo=UTC)
 OFF_TOPIC = "quantum chromodynamics lattice"
+pytestmark = pytest.mark.usefixtures("backend")  # every test on SQLite and on PostgreSQL
 LONG_CODE = "\n".join(["Here is the whole DAG file:", "```python"]
                       + [f"task_{i} = PythonOperator(task_id='t{i}', python_callable=run_{i})" for i in range(60)]
                       + ["```", "", "  Indented trailing note."])
@@ -142,8 +148,21 @@ class WeekModel:
         return "- The session covered the ETL migration and personal notes."
 
 
-def open_memory(root: Path, model: WeekModel, clock: FakeClock) -> Memory:
-    return Memory(root, llm=model, embedder=HashEmbedder(), clock=clock, timezone="UTC")
+def open_memory(root: Path, model: WeekModel, clock: FakeClock, database_url: str | None = None) -> Memory:
+    return Memory(root, llm=model, embedder=HashEmbedder(), clock=clock, timezone="UTC", database_url=database_url)
+
+
+@contextmanager
+def another_store() -> Iterator[str | None]:
+    """The database URL of a second, empty store: None on SQLite (a new root is a new store), a
+    fresh schema on PostgreSQL (a new root alone would share the test's database)."""
+    if "TIERMEM_DATABASE_URL" not in os.environ:
+        yield None
+        return
+    from pg_helpers import fresh_schema
+
+    with fresh_schema() as url:
+        yield url
 
 
 def run_session(mem: Memory, day: Day, clock: FakeClock) -> None:
@@ -272,10 +291,11 @@ def test_an_agent_week_is_remembered_across_sessions(tmp_path: Path) -> None:
         data = mem.export()
         original = answers(mem)
     copy_root = tmp_path / "copy"
-    with open_memory(copy_root, model, clock) as mem:
-        mem.import_(json.loads(json.dumps(data)))
-    with open_memory(copy_root, model, clock) as mem:
-        assert answers(mem) == original
+    with another_store() as other:
+        with open_memory(copy_root, model, clock, other) as mem:
+            mem.import_(json.loads(json.dumps(data)))
+        with open_memory(copy_root, model, clock, other) as mem:
+            assert answers(mem) == original
 
 
 def answers(mem: Memory) -> dict[str, Any]:
@@ -366,8 +386,9 @@ def test_the_week_through_the_cli(tmp_path: Path) -> None:
                             "TIERMEM_AGENT": None, "TIERMEM_HOME": None})
     root = tmp_path / "store"
 
-    def run(*args: str, at: Path = root) -> str:
-        result = runner.invoke(cli, ["--root", str(at), *args], catch_exceptions=False)
+    def run(*args: str, at: Path = root, url: str | None = None) -> str:
+        env = {"TIERMEM_DATABASE_URL": url} if url else None
+        result = runner.invoke(cli, ["--root", str(at), *args], catch_exceptions=False, env=env)
         assert result.exit_code == 0, result.output
         return result.stdout
 
@@ -399,7 +420,8 @@ def test_the_week_through_the_cli(tmp_path: Path) -> None:
     backup = tmp_path / "backup.json"
     run("export", str(backup))
     copy = tmp_path / "copy"
-    run("import", str(backup), at=copy)
-    for args in (("daily", "--json"), ("search", WEEK[2].key_query, "--json"), ("inject", "--query", "Lena"),
-                 ("facts", "list", "--json")):
-        assert run(*args, at=copy).replace(str(copy), "ROOT") == run(*args).replace(str(root), "ROOT"), args
+    with another_store() as other:
+        run("import", str(backup), at=copy, url=other)
+        for args in (("daily", "--json"), ("search", WEEK[2].key_query, "--json"), ("inject", "--query", "Lena"),
+                     ("facts", "list", "--json")):
+            assert run(*args, at=copy, url=other).replace(str(copy), "ROOT") == run(*args).replace(str(root), "ROOT")

@@ -27,6 +27,8 @@ ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}
 SURROGATE = "\udcff"  # what a shell argument holding the byte 0xff becomes in Python
 DEEP = "[" * 100_000 + "]" * 100_000
 
+pytestmark = pytest.mark.usefixtures("backend")  # every test on SQLite and on PostgreSQL
+
 
 def state(root: Path) -> dict[str, bytes]:
     """Every file under the root but locks and the database's WAL/SHM (their bytes move on a read)."""
@@ -36,8 +38,7 @@ def state(root: Path) -> dict[str, bytes]:
 
 def rows(mem: Memory) -> list[Any]:
     conn = mem.db.conn
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                         " AND name NOT LIKE 'search_%' AND name NOT LIKE 'sqlite_%'")]
+    tables = [t for t in mem.db.parts.tables(mem.db) if not t.startswith("search_")]
     return [(t, sorted(map(tuple, conn.execute(f"SELECT * FROM {t}")), key=repr)) for t in sorted(tables)]
 
 

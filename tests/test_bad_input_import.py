@@ -11,26 +11,34 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from transfer_helpers import START, fill, open_memory, snapshot
+from transfer_helpers import START, fill, open_memory, separate_stores, snapshot  # noqa: F401
 
 from tiermem import InvalidInput
 from tiermem.testing import FakeClock
 
 Case = tuple[str, int, str, Any, str]  # section, row, field, value, what the message says
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The export of a filled store (made on SQLite: the checks are the same whatever the target)."""
     root = tmp_path_factory.mktemp("source") / "mem"
-    fill(root, FakeClock(START))
-    with open_memory(root, FakeClock(START + timedelta(days=1))) as mem:
-        data = mem.export()
+    saved = os.environ.pop("TIERMEM_DATABASE_URL", None)  # made before any test's backend is chosen
+    try:
+        fill(root, FakeClock(START))
+        with open_memory(root, FakeClock(START + timedelta(days=1))) as mem:
+            data = mem.export()
+    finally:
+        if saved is not None:
+            os.environ["TIERMEM_DATABASE_URL"] = saved
     return dict(json.loads(json.dumps(data)))  # as a file holds it
 
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tiermem.cli.main import cli
 
+pytestmark = pytest.mark.usefixtures("backend")
 
-def run(root: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["--root", str(root), *args], env={"TIERMEM_EMBEDDER": "hash"})
+
+def run(root: Path, *args: str, database_url: str | None = None) -> tuple[int, str]:
+    env = {"TIERMEM_EMBEDDER": "hash"} | ({"TIERMEM_DATABASE_URL": database_url} if database_url else {})
+    result = CliRunner().invoke(cli, ["--root", str(root), *args], env=env)
     return result.exit_code, result.stdout if result.exit_code == 0 else result.output  # stdout, or the error
 
 
@@ -52,10 +57,20 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 def test_export_import_round_trip(tmp_path: Path) -> None:
     run(tmp_path / "a", "remember", "one", "two")
     assert run(tmp_path / "a", "export", str(tmp_path / "dump.json"))[0] == 0
-    code, out = run(tmp_path / "b", "import", str(tmp_path / "dump.json"), "--json")
+    if "TIERMEM_DATABASE_URL" in os.environ:  # b needs a schema of its own: a new root alone shares the database
+        from pg_helpers import fresh_schema
+
+        with fresh_schema() as url:
+            _import_into_b(tmp_path, url)
+    else:
+        _import_into_b(tmp_path, None)
+
+
+def _import_into_b(tmp_path: Path, database_url: str | None) -> None:
+    code, out = run(tmp_path / "b", "import", str(tmp_path / "dump.json"), "--json", database_url=database_url)
     assert code == 0 and json.loads(out)["facts"] == 2
     a = json.loads(run(tmp_path / "a", "facts", "list", "--json")[1])
-    b = json.loads(run(tmp_path / "b", "facts", "list", "--json")[1])
+    b = json.loads(run(tmp_path / "b", "facts", "list", "--json", database_url=database_url)[1])
     assert a == b and len(a) == 2
 
 
@@ -66,16 +81,17 @@ def test_stats_json(tmp_path: Path) -> None:
 
 
 def test_short_commands_leave_queued_items_to_the_queue(tmp_path: Path) -> None:
-    import sqlite3
-
     from tiermem import Memory
     from tiermem.testing import HashEmbedder
+
+    def statuses() -> list[tuple[str, ...]]:
+        with Memory(tmp_path, embedder=HashEmbedder(), debounce_seconds=3600, shutdown_flush_seconds=0) as mem:
+            return [tuple(row) for row in mem.db.rows("SELECT status FROM outbox")]
 
     with Memory(tmp_path, embedder=HashEmbedder(), debounce_seconds=3600, shutdown_flush_seconds=0) as mem:
         mem.queue.add("t1", [{"role": "user", "content": "queued but not processed"}])
     assert run(tmp_path, "facts", "list", "--json")[0] == 0
-    with sqlite3.connect(tmp_path / "tiermem.db") as conn:
-        assert conn.execute("SELECT status FROM outbox").fetchall() == [("pending",)]
+    assert statuses() == [("pending",)]
     code, out = run(tmp_path, "queue", "flush")
     assert code == 0 and "queue empty" in out
 

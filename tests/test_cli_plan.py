@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tiermem.cli.main import cli
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 STEPS = ["write tests", "fix bugs", "release"]
 

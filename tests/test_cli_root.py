@@ -24,6 +24,7 @@ from tiermem.errors import ConfigError
 
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}
 NOBODY = 65534
+pytestmark = pytest.mark.usefixtures("backend")
 
 READ_COMMANDS: list[list[str]] = [
     ["search", "dark mode"], ["facts", "list"], ["facts", "show", "fact_00000000"], ["stats"], ["daily"],
@@ -34,6 +35,21 @@ READ_COMMANDS: list[list[str]] = [
 
 def invoke(root: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
     return CliRunner().invoke(cli, ["--root", str(root), *args], env={**ENV, **(env or {})}, input=stdin)
+
+
+def no_store(root: Path) -> str:
+    """What a read command says when the store of ``root`` was never created."""
+    url = os.environ.get("TIERMEM_DATABASE_URL")
+    if not url:
+        return f"no tiermem store at {root} (run `tiermem init`, or check --root)"
+    from tiermem.storage.postgres.db import safe_url
+
+    return f"no tiermem store at {safe_url(url)} (run `tiermem init`, or check TIERMEM_DATABASE_URL)"
+
+
+def store_at(root: Path) -> str:
+    """How messages name the store of ``root``: the root, or the database without its password."""
+    return no_store(root).removeprefix("no tiermem store at ").split(" (run", 1)[0]
 
 
 def error_line(result: Result) -> str:
@@ -50,19 +66,19 @@ def error_line(result: Result) -> str:
 def test_read_commands_on_a_missing_root_fail_and_create_nothing(tmp_path: Path, command: list[str]) -> None:
     root = tmp_path / "nowhere"
     line = error_line(invoke(root, *command))
-    assert line == f"Error: no tiermem store at {root} (run `tiermem init`, or check --root)"
+    assert line == f"Error: {no_store(root)}"
     assert not root.exists()
 
 
 def test_read_commands_on_an_empty_directory_create_no_store(tmp_path: Path) -> None:
-    assert error_line(invoke(tmp_path, "facts", "list")).startswith(f"Error: no tiermem store at {tmp_path} ")
+    assert error_line(invoke(tmp_path, "facts", "list")) == f"Error: {no_store(tmp_path)}"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_writing_command_creates_the_store_and_says_so_once(tmp_path: Path) -> None:
     root = tmp_path / "mem"
     first = invoke(root, "remember", "Prefers dark mode")
-    assert first.exit_code == 0 and first.stderr == f"created a tiermem store at {root}\n"
+    assert first.exit_code == 0 and first.stderr == f"created a tiermem store at {store_at(root)}\n"
     assert first.stdout.startswith("remembered fact_")
     second = invoke(root, "remember", "Lives in Lyon")
     assert second.exit_code == 0 and second.stderr == ""
@@ -71,14 +87,17 @@ def test_a_writing_command_creates_the_store_and_says_so_once(tmp_path: Path) ->
         "Prefers dark mode", "Lives in Lyon"]
 
 
-def test_init_creates_the_store_without_the_extra_note(tmp_path: Path) -> None:
+def test_init_creates_the_store_without_the_extra_note(tmp_path: Path, backend: str) -> None:
     root = tmp_path / "mem"
     result = invoke(root, "init")
-    assert result.exit_code == 0 and result.stderr == "" and result.stdout == f"initialised {root}\n"
-    assert (root / "tiermem.db").is_file() and (root / "tiermem.toml").is_file()
+    assert result.exit_code == 0 and result.stderr == "", result.output
+    database = "" if backend == "sqlite" else f"store: {store_at(root)}\n"  # the store is on the server
+    assert result.stdout == f"initialised {root}\n{database}"
+    assert (root / "tiermem.db").is_file() == (backend == "sqlite") and (root / "tiermem.toml").is_file()
     assert invoke(root, "stats", "--json").exit_code == 0
 
 
+@pytest.mark.sqlite_only  # the store would be a file in that directory; on PostgreSQL it is on the server
 def test_a_directory_with_other_files_gets_a_warning_before_a_store(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not memory", encoding="utf-8")
     result = invoke(tmp_path, "note", "First note")
@@ -92,7 +111,7 @@ def test_a_directory_with_other_files_gets_a_warning_before_a_store(tmp_path: Pa
 def test_a_directory_with_only_a_config_file_is_no_surprise(tmp_path: Path) -> None:
     (tmp_path / "tiermem.toml").write_text('[tiermem]\nmax_facts = 10\n', encoding="utf-8")
     result = invoke(tmp_path, "remember", "x")
-    assert result.exit_code == 0 and result.stderr == f"created a tiermem store at {tmp_path}\n"
+    assert result.exit_code == 0 and result.stderr == f"created a tiermem store at {store_at(tmp_path)}\n"
 
 
 # --- file-system errors -----------------------------------------------------------------------
@@ -180,6 +199,7 @@ READS = [["facts", "list", "--json"], ["search", "dark mode", "--json", "--min-s
          ["inject", "--query", "dark mode"], ["history", "--json"], ["plan", "list", "--json"], ["queue", "status"]]
 
 
+@pytest.mark.sqlite_only  # file permissions of the store's files (PostgreSQL: the server's grants)
 def test_read_commands_work_on_a_store_nobody_may_write(shared_dir: Path) -> None:
     root = shared_dir / "mem"
     with Memory(root, embedder="hash", timezone="UTC") as mem:
@@ -218,9 +238,10 @@ def test_init_in_a_directory_nobody_may_write_is_one_line(shared_dir: Path) -> N
     assert not (shared_dir / "mem").exists()
 
 
+@pytest.mark.sqlite_only  # SQLite's read-only connection
 def test_a_database_opened_read_only_reads_and_refuses_writes(tmp_path: Path) -> None:
     from tiermem.errors import StorageError
-    from tiermem.storage.db import Database
+    from tiermem.storage.sqlite.db import Database
 
     with Memory(tmp_path, embedder="hash") as mem:
         mem.facts.add("Prefers dark mode")

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import pytest
 from click.testing import CliRunner, Result
 
 from tiermem import Memory
 from tiermem.cli.main import cli
+from tiermem.config import load_settings
+from tiermem.storage.backend import store_exists
+from tiermem.storage.postgres.db import safe_url
 from tiermem.tiers.markdown import parse_records
 
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}
+
+pytestmark = pytest.mark.usefixtures("backend")  # every test on SQLite and on PostgreSQL
 
 
 def invoke(root: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
@@ -59,7 +70,7 @@ def test_daily_json_has_the_day_path_text_and_records(tmp_path: Path) -> None:
     assert invoke(tmp_path, "daily", "1999-13-01").exit_code == 1
 
 
-def test_stats_table_and_json(tmp_path: Path) -> None:
+def test_stats_table_and_json(tmp_path: Path, backend: str) -> None:
     invoke(tmp_path, "remember", "Prefers dark mode", "-c", "preference")
     invoke(tmp_path, "remember", "Ships v1 in March", "Learns Portuguese", "-c", "goal")
     invoke(tmp_path, "note", "Lunch with Ana")
@@ -70,6 +81,9 @@ def test_stats_table_and_json(tmp_path: Path) -> None:
     assert (data["queue_pending"], data["queue_dead"], data["read_only"]) == (0, 0, False)
     assert (data["llm"], data["embedder"], data["root"]) == ("none", "hash", str(tmp_path))
     assert isinstance(data["search_min_score"], float)
+    url = os.environ.get("TIERMEM_DATABASE_URL")
+    database = str(tmp_path / "tiermem.db") if url is None else safe_url(url)
+    assert (data["backend"], data["database"]) == (backend, database)
     table = invoke(tmp_path, "stats")
     assert table.exit_code == 0
     rows = {" ".join(line.strip("│┃ ").split("│")[0].split()): line for line in table.stdout.splitlines()
@@ -78,6 +92,9 @@ def test_stats_table_and_json(tmp_path: Path) -> None:
     assert rows["goal"].split("│")[2].strip() == "2" and rows["preference"].split("│")[2].strip() == "1"
     assert rows["active plan"].split("│")[2].strip() == "Ship v1"
     assert rows["daily files"].split("│")[2].strip() == "1"
+    assert rows["backend"].split("│")[2].strip() == backend
+    password = urlsplit(url).password if url else None
+    assert not password or password not in table.stdout + json.dumps(data)
 
 
 def test_search_min_score_is_the_floor(tmp_path: Path) -> None:
@@ -110,3 +127,41 @@ def test_search_says_when_nothing_clears_the_floor(tmp_path: Path) -> None:
     assert [h["text"] for h in kept] == ["Prefers dark mode"]
     again = json.loads(invoke(tmp_path, "search", "dark mode", "--min-score", "0", "--json", env=floor).stdout)
     assert again == everything  # --min-score 0 overrides the setting
+
+
+def test_worker_processes_what_another_process_queued_until_stopped(tmp_path: Path) -> None:
+    env = {**os.environ, **ENV, "TIERMEM_LLM": "none"}
+    with (tmp_path / "worker.log").open("wb") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "tiermem.cli.main", "--root", str(tmp_path), "worker",
+                                   "--poll", "0.1"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:  # this process only queues (a debounce of an hour); the worker journals the conversation
+        with Memory(tmp_path, embedder="hash", timezone="UTC", debounce_seconds=3600) as mem:
+            mem.queue.add("web-1", [{"role": "user", "content": "Booked the flight to Lisbon"}])
+            deadline = time.monotonic() + 60
+            while mem.queue.pending():
+                assert worker.poll() is None and time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
+                time.sleep(0.05)
+            assert "Booked the flight to Lisbon" in mem.daily.read()
+    finally:
+        worker.terminate()
+        code = worker.wait(timeout=60)
+    text = (tmp_path / "worker.log").read_text()
+    assert code == 0 and "tiermem worker on " in text and "tiermem worker stopping" in text, text
+    assert "Traceback" not in text
+
+
+def test_worker_refuses_a_turned_off_queue(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "worker", env={"TIERMEM_ENABLED": "false"})
+    assert result.exit_code == 2 and "the update queue is turned off" in result.output
+
+
+def test_a_read_on_a_missing_store_names_where_and_creates_nothing(tmp_path: Path) -> None:
+    url = os.environ.get("TIERMEM_DATABASE_URL")
+    result = invoke(tmp_path, "stats")
+    where = str(tmp_path) if url is None else safe_url(url)
+    hint = "check --root" if url is None else "check TIERMEM_DATABASE_URL"
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: no tiermem store at {where} (run `tiermem init`, or {hint})\n"
+    assert not store_exists(tmp_path, load_settings(tmp_path))  # no file, no tables
+    assert invoke(tmp_path, "remember", "Prefers dark mode").stderr == f"created a tiermem store at {where}\n"
+    assert store_exists(tmp_path, load_settings(tmp_path)) and invoke(tmp_path, "stats").exit_code == 0

@@ -18,8 +18,8 @@ from click.testing import CliRunner, Result
 from tiermem import Memory, StorageError, StoreDamaged
 from tiermem.cli.main import cli
 from tiermem.facts.store import NewFact
-from tiermem.storage import integrity
-from tiermem.storage.migrations import MIGRATIONS
+from tiermem.storage.sqlite import integrity
+from tiermem.storage.sqlite.migrations import MIGRATIONS
 from tiermem.testing import FakeClock, HashEmbedder
 
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}

@@ -3,7 +3,8 @@
 Without an LLM the demo runs on its scripted model (canned replies anchored to the sample
 conversation); the replies go through the real parser, fact store, dream runner and support
 check, and the tests look at what ended up on disk. The demo runs twice on one root (module
-fixture) to check idempotence; with an LLM it runs against the local fake OpenAI server.
+fixture) to check idempotence; with an LLM it runs against the local fake OpenAI server. Both
+on SQLite and on PostgreSQL (the module fixture makes a schema of its own).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -53,8 +55,9 @@ def run_demo(root: Path, env: dict[str, str | None]) -> str:
     return result.output
 
 
-def open_store(root: Path) -> Memory:
-    return Memory(root, embedder=HashEmbedder(), timezone="UTC")
+def open_store(root: Path, url: str | None = None) -> Memory:
+    """The demo's store: under ``root``, or in the PostgreSQL schema of ``url`` (mirrored under ``root``)."""
+    return Memory(root, embedder=HashEmbedder(), timezone="UTC", database_url=url)
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ class Snapshot:
     diaries: dict[str, str]
 
     @classmethod
-    def of(cls, root: Path) -> Snapshot:
-        with open_store(root) as mem:
+    def of(cls, root: Path, url: str | None) -> Snapshot:
+        with open_store(root, url) as mem:
             journal = {d.isoformat(): mem.daily.read(d) for d in mem.daily.days()}
             facts = sorted((f.id, f.content) for f in mem.facts.list())
             core = mem.core.read()
@@ -81,16 +84,28 @@ class TwoRuns:
     second: str
     after_first: Snapshot
     after_second: Snapshot
+    url: str | None  # PostgreSQL: the store's database (the roots hold its mirror)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> TwoRuns:
-    root = tmp_path_factory.mktemp("demo") / "store"
-    first = run_demo(root, ENV)
+def _two_runs(root: Path, url: str | None) -> TwoRuns:
+    env = {**ENV, "TIERMEM_DATABASE_URL": url}
+    first = run_demo(root, env)
     copy = shutil.copytree(root, root.with_name("after-first-run"))
-    after_first = Snapshot.of(copy)
-    second = run_demo(root, ENV)
-    return TwoRuns(copy, first, second, after_first, Snapshot.of(root))
+    after_first = Snapshot.of(copy, url)  # before the second run (on PostgreSQL the copy shares the store)
+    second = run_demo(root, env)
+    return TwoRuns(copy, first, second, after_first, Snapshot.of(root, url), url)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoRuns]:
+    root = tmp_path_factory.mktemp("demo") / "store"
+    if request.param == "sqlite":
+        yield _two_runs(root, None)
+        return
+    from pg_helpers import fresh_schema
+
+    with fresh_schema() as url:
+        yield _two_runs(root, url)
 
 
 # --- the scripted demo, end to end -----------------------------------------------------------
@@ -112,7 +127,7 @@ def test_extraction_corrects_the_move_from_june_to_august(runs: TwoRuns) -> None
     assert not [f for f in facts if "June" in f]
     # every canned fact went through the store; the June one was removed by the correction
     assert facts == REMEMBERED | CANNED_FACTS - REMOVED
-    with open_store(runs.root) as mem:
+    with open_store(runs.root, runs.url) as mem:
         deleted = [e for e in mem.facts.history() if e.action == "deleted"]
         assert [(e.content, e.reason) for e in deleted] == [
             ("Is moving from Berlin to Lisbon in June", "removed by extraction (outdated or corrected)")]
@@ -120,7 +135,7 @@ def test_extraction_corrects_the_move_from_june_to_august(runs: TwoRuns) -> None
 
 
 def test_dream_writes_every_canned_bullet_as_supported(runs: TwoRuns) -> None:
-    with open_store(runs.root) as mem:
+    with open_store(runs.root, runs.url) as mem:
         assert mem.core.items() == CANNED_BULLETS
     (diary,) = runs.after_first.diaries.values()
     assert BOOK.dream_diary in diary
@@ -142,7 +157,7 @@ def test_journal_holds_each_message_once_whole_and_the_summaries(runs: TwoRuns) 
 
 
 def test_next_session_injection_has_core_and_cites_the_august_record(runs: TwoRuns) -> None:
-    with open_store(runs.root) as mem:
+    with open_store(runs.root, runs.url) as mem:
         text = mem.format_for_injection(query=QUESTIONS[0].text)
         assert "\nCore Memory:\n" in f"\n{text}"
         core = text.split("Core Memory:\n", 1)[1].split("\n\n", 1)[0]
@@ -158,7 +173,7 @@ def test_next_session_injection_has_core_and_cites_the_august_record(runs: TwoRu
 
 
 def test_each_question_finds_its_answer_in_the_top_3(runs: TwoRuns) -> None:
-    with open_store(runs.root) as mem:
+    with open_store(runs.root, runs.url) as mem:
         for question in QUESTIONS:
             assert answer_rank(mem.search(question.text, k=3), question.answer) is not None, question
     for question in QUESTIONS:  # and the demo showed it
@@ -231,6 +246,7 @@ def test_canned_replies_only_restate_the_conversation() -> None:
         assert unsupported == [], day
 
 
+@pytest.mark.usefixtures("backend")
 def test_demo_view_lists_the_bullets_the_support_check_dropped(tmp_path: Path) -> None:
     book = replace(BOOK, dream_memory=("## Personal", "- Moving to Lisbon in August.", "- Owns a yacht in Monaco."))
     clock = FakeClock(datetime(2026, 3, 14, 21, 0, tzinfo=UTC))
@@ -259,9 +275,11 @@ def _model(request: RecordedRequest) -> str:
     return json.dumps({"user": {}, "history": {}, "newFacts": facts, "factsToRemove": []})
 
 
+@pytest.mark.usefixtures("backend")
 def test_demo_with_llm_uses_the_model_not_the_script(tmp_path: Path) -> None:
     with FakeLLMServer(_model) as server:
-        env = {**ENV, "TIERMEM_LLM": "openai-compatible:llama3.1", "TIERMEM_LLM_BASE_URL": server.url}
+        env = {**ENV, "TIERMEM_LLM": "openai-compatible:llama3.1", "TIERMEM_LLM_BASE_URL": server.url,
+               "TIERMEM_DATABASE_URL": os.environ.get("TIERMEM_DATABASE_URL")}
         out = run_demo(tmp_path, env)
         assert "Deep Dream: written" in out and SCRIPTED_NOTICE not in out
         assert "LLM: openai-compatible:llama3.1" in out

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -322,3 +323,55 @@ def test_the_root_itself_may_be_a_symlink(store: Path, tmp_path: Path) -> None:
     link = tmp_path / "synced"
     link.symlink_to(store)
     assert check(link).ok
+
+
+# --- PostgreSQL: a short report (connection, schema, extension, rows, queue) ---------------------------
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    from pg_helpers import fresh_schema
+
+    with fresh_schema() as url:
+        yield url
+
+
+def test_doctor_on_postgres_gives_a_short_report(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERMEM_DATABASE_URL", pg_url)
+    root = tmp_path / "mem"
+    with open_mem(root) as mem:
+        mem.facts.add("Prefers dark mode", "preference", 0.9)
+        mem.daily.append("Note", "Maya is moving to Lisbon in August")
+    report = check(root, clock=FakeClock(NOW))
+    assert report.exit_code == 0, report.to_dict()
+    assert report.checked == ["connection", "schema", "extension", "rows", "queue", "modes", "symlinks"]
+    assert report.database["schema_version"] >= 1 and report.database["vector_extension"]
+    assert report.database["rows"]["facts"] == 1 and report.database["database"].startswith("postgresql://")
+    result = invoke(root)
+    assert result.exit_code == 0, result.output
+    assert "database: postgresql://" in result.output and "facts 1" in result.output
+    data = json.loads(invoke(root, "--json").stdout)
+    assert data["ok"] and data["database"]["rows"]["facts"] == 1
+
+
+def test_doctor_on_postgres_without_a_store_cannot_check(tmp_path: Path, pg_url: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERMEM_DATABASE_URL", pg_url)
+    report = check(tmp_path / "nowhere")
+    assert report.exit_code == 2 and "no tiermem store in postgresql://" in report.unchecked[0]
+    assert "tiermem init" in report.unchecked[0] and not (tmp_path / "nowhere").exists()
+    with pytest.raises(StorageError, match="no tiermem store"):
+        repair(tmp_path / "nowhere")
+
+
+def test_doctor_on_postgres_finds_a_stuck_claim_and_repair_hands_it_back(tmp_path: Path, pg_url: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERMEM_DATABASE_URL", pg_url)
+    root = tmp_path / "mem"
+    expired = (NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    with open_mem(root) as mem, mem.db.transaction() as conn:
+        conn.execute("INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before,"
+                     " claimed_by, claimed_at, lease_until) VALUES ('t1', 'default', 'default', '[]', 'processing',"
+                     " ?, ?, 'elsewhere:1/x', ?, ?)", (expired, expired, expired, expired))
+    report = check(root, clock=FakeClock(NOW))
+    assert report.exit_code == 1 and "1 queue items are stuck in processing" in report.problems[0]
+    result = repair(root, clock=FakeClock(NOW))
+    assert result.ok and "handed 1 stuck queue items back to the queue" in result.actions

@@ -10,6 +10,8 @@ import pytest
 from tiermem import ConfigError, ExtractionError, Memory, ProviderError
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 TURNS = [
     {"role": "user", "content": "I moved to Lisbon last month and I now work at Acme on billing."},
     {"role": "assistant", "content": "Congratulations on the move! How is Acme so far?"},

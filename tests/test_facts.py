@@ -13,6 +13,8 @@ import pytest
 from tiermem import FactNotFound, InvalidInput, Memory, TiermemError
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def reopen(root: Path, clock: FakeClock, **settings: object) -> Memory:
     return Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", **settings)

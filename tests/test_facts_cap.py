@@ -9,9 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tiermem import Memory
 from tiermem.facts.store import NewFact
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
+
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 def reopen(root: Path, clock: FakeClock, llm: ScriptedChatModel | None = None, **settings: object) -> Memory:
@@ -148,6 +152,8 @@ def _batch_work(mem: Memory, tag: str, n: int) -> list[int]:
     return work
 
 
+# counts SQLite virtual-machine steps (its progress handler): a measure only SQLite has
+@pytest.mark.sqlite_only
 def test_add_many_work_per_fact_does_not_grow_with_the_scope(root: Path, clock: FakeClock) -> None:
     """Issue 14 item 14: the old ``_admit`` counted the scope's facts for every new fact, so
     1,000 facts into a scope of 100k took minutes."""
@@ -159,6 +165,8 @@ def test_add_many_work_per_fact_does_not_grow_with_the_scope(root: Path, clock: 
         assert large[0] < 1.5 * small[0] + 20, (small, large)  # old code: 5x at 2k facts, 100x at 100k
 
 
+# counts SQLite virtual-machine steps (its progress handler): a measure only SQLite has
+@pytest.mark.sqlite_only
 def test_eviction_work_per_fact_does_not_grow_with_the_scope(root: Path, clock: FakeClock) -> None:
     with reopen(root, clock, max_facts=100) as mem:
         mem.facts.add_many([NewFact(f"first {i}", confidence=0.5) for i in range(100)])

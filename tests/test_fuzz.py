@@ -37,6 +37,8 @@ SCALE = int(os.environ.get("TIERMEM_FUZZ_SCALE", "1"))
 RANDOM = os.environ.get("TIERMEM_FUZZ_RANDOM", "") == "1"  # new examples on each run instead of the fixed ones
 START = datetime(2026, 3, 14, 9, 30, tzinfo=UTC)
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}
+
+pytestmark = pytest.mark.usefixtures("backend")  # every test on SQLite and on PostgreSQL
 EXAMPLES: Counter[str] = Counter()
 
 
@@ -138,9 +140,8 @@ def attempt(call: Callable[[], Any]) -> TiermemError | None:
 def fingerprint(mem: Memory) -> Any:
     """The store's files and rows, but the search index (reads may refresh it) and locks."""
     conn = mem.db.conn
-    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE"
-                                         " 'search_%' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('chunks',"
-                                         " 'indexed_files', 'embeddings', 'meta', 'change_epochs')")]
+    tables = [t for t in mem.db.parts.tables(mem.db) if not t.startswith("search_")
+              and t not in ("chunks", "indexed_files", "embeddings", "meta", "change_epochs")]
     files = {p.relative_to(mem.root).as_posix(): p.read_bytes() for p in sorted(mem.root.rglob("*"))
              if p.is_file() and not p.name.startswith((".", "tiermem.db"))}
     return files, [(t, sorted(map(tuple, conn.execute(f"SELECT * FROM {t}")), key=repr)) for t in tables]

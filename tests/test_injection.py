@@ -25,6 +25,8 @@ from tiermem.testing import FakeClock, HashEmbedder
 from tiermem.tokens import count_tokens
 from tiermem.types import Fact, SearchHit
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 def test_all_sections_in_order(mem: Memory) -> None:
     mem.facts.set_summaries({
@@ -131,10 +133,9 @@ def floored(root: Path, clock: FakeClock) -> Iterator[Memory]:
 
 
 def write_day(mem: Memory, text: str = DAY_MD, day: str = "2026-03-14") -> None:
-    """A Daily file as a person (or another process) left it; search re-indexes it on its own."""
-    path = mem.root / "memory" / f"{day}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    """A Daily file as another process left it, written where the store keeps it (the file itself
+    on SQLite, rows on PostgreSQL); search re-indexes it on its own."""
+    mem.daily.files.replace(mem.daily.rel_for(day), text.encode("utf-8"))
 
 
 def test_every_section_in_order_with_a_query(floored: Memory) -> None:

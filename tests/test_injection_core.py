@@ -19,6 +19,8 @@ from tiermem.cli.main import cli
 from tiermem.mcp.server import build_server
 from tiermem.testing import FakeClock
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 FLOOR = 0.3  # explicit score floor through the search_min_score setting (what the default path reads)
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC", "TIERMEM_SEARCH_MIN_SCORE": str(FLOOR)}
 PRIOR_CORE = (

@@ -35,6 +35,8 @@ HTTP_TOKEN = "token-of-the-round-trip-test"
 IN_PROCESS_DEADLINE = 30.0
 SUBPROCESS_DEADLINE = 90.0  # two busy cores: interpreter + SDK start-up dominates
 
+pytestmark = pytest.mark.usefixtures("backend")  # every test on SQLite and on PostgreSQL
+
 
 def run_with(mem: Memory, scenario: Callable[[Client], Awaitable[None]]) -> None:
     async def main() -> None:
@@ -279,6 +281,8 @@ def test_mcp_command_usage_and_lazy_sdk(tmp_path: Path) -> None:
 # --- over the wire -------------------------------------------------------------------------
 def _server_env(**extra: str) -> dict[str, str]:
     env = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_LLM": "none", "TIERMEM_CACHE_DIR": os.environ["TIERMEM_CACHE_DIR"]}
+    if "TIERMEM_DATABASE_URL" in os.environ:  # the postgres backend: the server uses the test's schema
+        env["TIERMEM_DATABASE_URL"] = os.environ["TIERMEM_DATABASE_URL"]
     env.update(extra)
     return env
 

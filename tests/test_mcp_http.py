@@ -2,7 +2,8 @@
 
 Servers run in process (uvicorn in a thread on a free 127.0.0.1 port, the app ``serve`` would
 run), except where the command line itself is under test. Raw requests use ``http.client`` so the
-headers (Host, Origin, Authorization) are exactly what the test says.
+headers (Host, Origin, Authorization) are exactly what the test says. The tests that serve a
+store run on SQLite and on PostgreSQL; the checks of flags and addresses need no store.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def post(port: int, host: str | None = None, token: str | None = None, origin: s
 
 
 # --- the token -------------------------------------------------------------------------------
+@pytest.mark.usefixtures("backend")
 def test_a_token_server_answers_401_without_the_right_token(mem: Memory) -> None:
     with serving(mem, token=TOKEN) as opts:
         status, headers, body = post(opts.port)
@@ -103,6 +105,7 @@ def test_a_token_server_answers_401_without_the_right_token(mem: Memory) -> None
     assert mem.facts.list() == []
 
 
+@pytest.mark.usefixtures("backend")
 def test_the_sdk_client_works_with_the_token_and_fails_without(mem: Memory) -> None:
     async def session(url: str, token: str | None, content: str) -> list[str]:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -125,6 +128,7 @@ def test_the_sdk_client_works_with_the_token_and_fails_without(mem: Memory) -> N
 
 
 # --- Host and Origin (DNS rebinding) ---------------------------------------------------------
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("bind", ["127.0.0.1", "127.1", "localhost"])
 def test_wrong_host_or_origin_is_rejected_for_every_loopback_spelling(mem: Memory, bind: str) -> None:
     """Before: any host but 127.0.0.1/localhost/::1 (e.g. ``127.1``) turned the SDK's check off."""
@@ -138,6 +142,7 @@ def test_wrong_host_or_origin_is_rejected_for_every_loopback_spelling(mem: Memor
         assert post(opts.port, host=f"{bind}:{opts.port}")[0] == 200
 
 
+@pytest.mark.usefixtures("backend")
 def test_allow_host_adds_a_host_and_its_origins(mem: Memory) -> None:
     with serving(mem, token=TOKEN, allow_hosts=("memory.lan", "proxy.example:8443")) as opts:
         assert post(opts.port, host=f"memory.lan:{opts.port}", token=TOKEN)[0] == 200
@@ -195,6 +200,7 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path) -> None:
     assert not Path(root).exists()
 
 
+@pytest.mark.usefixtures("backend")
 def test_insecure_serves_with_a_warning_on_stderr(tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "TIERMEM_EMBEDDER": "hash", "TIERMEM_LLM": "none"}

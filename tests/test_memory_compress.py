@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tiermem import Memory
 from tiermem.compress import check_tool_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
+
+pytestmark = pytest.mark.usefixtures("backend")  # every test on SQLite and on PostgreSQL
 
 
 def test_facade_compresses_without_orphans_or_mutation(mem: Memory) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
+import os
 import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,27 @@ from tiermem import ImportConflict, InvalidInput, Memory, NotFound
 from tiermem.plans import Plan
 from tiermem.testing import FakeClock, HashEmbedder
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 STEPS = ["write tests", "fix bugs", "release"]
 
 
 def _open(root: Path, clock: FakeClock | None = None, **kwargs: Any) -> Memory:
     return Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", **kwargs)
+
+
+@contextmanager
+def _other_store(root: Path, clock: FakeClock) -> Iterator[Memory]:
+    """A second, empty store: a new root on SQLite; on PostgreSQL a schema of its own too (a new
+    root alone would share the test's database)."""
+    if "TIERMEM_DATABASE_URL" not in os.environ:
+        with _open(root, clock) as mem:
+            yield mem
+        return
+    from pg_helpers import fresh_schema
+
+    with fresh_schema() as url, _open(root, clock, database_url=url) as mem:
+        yield mem
 
 
 # --- R54: the plan and its checklist --------------------------------------------------------
@@ -61,9 +79,7 @@ def test_plan_persists_in_the_database_as_json(root: Path, clock: FakeClock) -> 
     with _open(root, clock) as again:
         assert again.plans.get(plan.id) == plan
         assert again.plans.active() == plan
-    conn = sqlite3.connect(root / "tiermem.db")
-    rows = conn.execute("SELECT id, user_id, agent_name, status, data FROM plans").fetchall()
-    conn.close()
+        rows = [tuple(row) for row in again.db.rows("SELECT id, user_id, agent_name, status, data FROM plans")]
     assert len(rows) == 1
     assert rows[0][:4] == (plan.id, "default", "default", "active")
     assert json.loads(rows[0][4]) == plan.to_record()
@@ -72,7 +88,7 @@ def test_plan_persists_in_the_database_as_json(root: Path, clock: FakeClock) -> 
 
 def test_database_allows_one_active_plan_per_scope(mem: Memory) -> None:
     plan = mem.plans.start("A", STEPS)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(mem.db.IntegrityError):
         mem.db.conn.execute(
             "INSERT INTO plans (id, user_id, agent_name, status, revision, created_at, updated_at, data)"
             " SELECT 'plan_00000000', user_id, agent_name, status, revision, created_at, updated_at, data"
@@ -418,7 +434,7 @@ def test_export_import_round_trips_plans_exactly(tmp_path: Path, clock: FakeCloc
         data = src.export()
         plans = src.plans.list()
     assert len(data["plans"]) == 3
-    with _open(tmp_path / "dst", clock) as dst:
+    with _other_store(tmp_path / "dst", clock) as dst:
         counts = dst.import_(json.loads(json.dumps(data)))
         assert counts["plans"] == 3
         assert dst.export() == data
@@ -431,7 +447,7 @@ def test_import_conflicts_unless_replace(tmp_path: Path, clock: FakeClock) -> No
     _populate(tmp_path / "src", clock)
     with _open(tmp_path / "src", clock) as src:
         data = src.export()
-    with _open(tmp_path / "dst", clock) as dst:
+    with _other_store(tmp_path / "dst", clock) as dst:
         dst.import_(data)
         mine = dst.plans.active()
         assert mine is not None
@@ -448,7 +464,7 @@ def test_import_of_a_second_active_plan_in_a_scope(tmp_path: Path, clock: FakeCl
     _populate(tmp_path / "src", clock)
     with _open(tmp_path / "src", clock) as src:
         data = src.export()
-    with _open(tmp_path / "dst", clock) as dst:
+    with _other_store(tmp_path / "dst", clock) as dst:
         local = dst.plans.start("local", ["y"])
         with pytest.raises(ImportConflict):
             dst.import_(data)
@@ -464,7 +480,7 @@ def test_malformed_plan_in_import_changes_nothing(tmp_path: Path, clock: FakeClo
     with _open(tmp_path / "src", clock) as src:
         data = src.export()
     data["plans"][0]["status"] = "finished"
-    with _open(tmp_path / "dst", clock) as dst:
+    with _other_store(tmp_path / "dst", clock) as dst:
         with pytest.raises(InvalidInput):
             dst.import_(data)
         assert dst.plans.list() == [] and dst.facts.list() == []

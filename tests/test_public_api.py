@@ -13,6 +13,8 @@ import tiermem
 from tiermem import FactNotFound, Memory, TiermemError
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 CONTRACT = {"Memory", "Fact", "SearchHit", "TiermemError", "FactNotFound"}
 
 

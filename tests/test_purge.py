@@ -1,17 +1,19 @@
 """Issue 14 item 10: ``purge`` erases a fact, a text or a user from every table, file, version,
-vector, FTS shadow table, free page and the WAL — checked by grepping every byte under the root."""
+vector, FTS shadow table, free page and the WAL — checked by grepping every byte under the root
+(on PostgreSQL: every file under the root, the mirror, and every row of every table as text)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from transfer_helpers import database_rows
 
 from tiermem import Memory
 from tiermem.cli.main import cli
@@ -24,6 +26,7 @@ from tiermem.validate import normalise
 
 PHRASE = "Zanzibar Quokka Festival"
 WORD = b"quokka"  # appears nowhere but inside PHRASE
+pytestmark = pytest.mark.usefixtures("backend")
 DREAM_REPLY = f"""[MEMORY]
 - Works at Acme Corp as a marine biologist.
 - Plans to attend the {PHRASE} in May.
@@ -34,8 +37,24 @@ Added the plan to attend the {PHRASE}.
 
 
 def root_bytes(root: Path) -> dict[str, bytes]:
-    """Every file under the root (database, -wal, -shm, Markdown, locks), lowercased."""
-    return {p.relative_to(root).as_posix(): p.read_bytes().lower() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file under the root (database, -wal, -shm, Markdown, locks), lowercased; on PostgreSQL
+    also the rows of each table of the store as text (``db:<table>``)."""
+    found = {p.relative_to(root).as_posix(): p.read_bytes().lower() for p in sorted(root.rglob("*")) if p.is_file()}
+    url = os.environ.get("TIERMEM_DATABASE_URL")
+    if url:
+        found.update({f"db:{table}": "\n".join(rows).encode("utf-8", "surrogateescape").lower()
+                      for table, rows in database_rows(url).items()})
+    return found
+
+
+def in_database(names: list[str]) -> list[str]:
+    return [name for name in names if name.startswith(("tiermem.db", "db:"))]
+
+
+def settle(mem: Memory) -> None:
+    """Nothing left in SQLite's WAL (so comparing the files compares the database)."""
+    if mem.db.backend == "sqlite":
+        mem.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def holding(root: Path, needle: bytes) -> list[str]:
@@ -87,7 +106,7 @@ def week(root: Path, clock: FakeClock) -> Iterator[Memory]:
 def test_forget_keeps_copies_and_purge_erases_every_one(week: Memory, root: Path) -> None:
     before = holding(root, WORD)
     assert {"MEMORY.md", "memory/2026-03-14.md", "memory/dreams/2026-03-14.md"} <= set(before)
-    assert {"tiermem.db", "tiermem.db-wal"} & set(before)  # forget kept the text in the database
+    assert in_database(before)  # forget kept the text in the database
 
     report = week.purge(text="zanzibar QUOKKA festival")
 
@@ -104,8 +123,10 @@ def test_forget_keeps_copies_and_purge_erases_every_one(week: Memory, root: Path
     assert all("quokka" not in h.text.lower() for h in week.search("quokka festival", k=10, min_score=0))
     assert "Zanzibar Quokka" not in week.system_context().text
     # the dream's consolidation mark (R12) still covers the rewritten Daily file
-    data = (root / "memory" / "2026-03-14.md").read_bytes()
-    mark = week.db.conn.execute("SELECT offset, sha256 FROM consolidated_prefix WHERE day = '2026-03-14'").fetchone()
+    data = week.daily.files.read("memory/2026-03-14.md")
+    assert data is not None and data == (root / "memory" / "2026-03-14.md").read_bytes()  # (or its mirror)
+    mark = week.db.conn.execute('SELECT "offset", sha256 FROM consolidated_prefix WHERE day = ?',
+                                ("2026-03-14",)).fetchone()
     assert tuple(mark) == (len(data), hashlib.sha256(data).hexdigest())
     assert week.core.items()[0].startswith("Works at Acme")
 
@@ -119,14 +140,16 @@ def test_the_purge_is_audited_by_hash_and_counts(week: Memory) -> None:
     assert "quokka" not in json.dumps([e.to_dict() for e in week.facts.history()]).lower()
 
 
-def test_search_index_fts_and_vectors_forget_the_text(week: Memory) -> None:
+def test_search_index_fts_and_vectors_forget_the_text(week: Memory, root: Path) -> None:
     conn = week.db.conn
     fact = next(f for f in week.facts.list() if "Quokka" in f.content)
     vectors = "SELECT COUNT(*) FROM embeddings WHERE content_hash = ?"
     assert conn.execute(vectors, (text_hash(fact.content),)).fetchone()[0]
     week.purge(text=PHRASE)
-    assert conn.execute("SELECT COUNT(*) FROM search_words_vocab WHERE term LIKE 'quokka%'").fetchone()[0] == 0
-    assert conn.execute("SELECT COUNT(*) FROM search_grams_vocab WHERE term = 'okk'").fetchone()[0] == 0
+    if week.db.backend == "sqlite":  # FTS5's vocabulary (PostgreSQL's text search columns: in root_bytes)
+        assert conn.execute("SELECT COUNT(*) FROM search_words_vocab WHERE term LIKE 'quokka%'").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM search_grams_vocab WHERE term = 'okk'").fetchone()[0] == 0
+    assert holding(root, WORD) == []
     assert conn.execute(vectors, (text_hash(fact.content),)).fetchone()[0] == 0
     assert conn.execute("SELECT COUNT(*) FROM search_docs WHERE text LIKE '%quokka%' OR context LIKE '%quokka%'"
                         ).fetchone()[0] == 0
@@ -179,14 +202,12 @@ def test_purge_of_a_user_leaves_other_users_intact(root: Path, clock: FakeClock)
         assert admin.facts.history()[-1].action == "purged"
         assert "bob" not in admin.facts.history()[-1].reason
     assert holding(root, b"bobbington") == [] and holding(root, b"walrus") == []
-    assert [name for name in holding(root, b"bob") if name.startswith("tiermem.db")] == []
+    assert in_database(holding(root, b"bob")) == []
     assert not (root / "users" / "bob").exists()
-    with sqlite3.connect(root / "tiermem.db") as conn:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for table in tables:
-            columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
-            if "user_id" in columns:
-                assert conn.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = 'bob'").fetchone()[0] == 0, table
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC") as mem:
+        for table in mem.db.parts.tables(mem.db):
+            if "user_id" in mem.db.parts.columns(mem.db, table):
+                assert mem.db.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = 'bob'").fetchone()[0] == 0
     with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", user_id="alice") as alice:
         assert len(alice.facts.list()) == 2 and PHRASE in alice.core.read()
         assert alice.search("quokka festival", k=3)[0].text
@@ -205,7 +226,7 @@ def test_purge_of_the_default_user_keeps_the_store_and_other_users(root: Path, c
         assert mem.facts.list() == [] and mem.daily.days() == [] and mem.core.read() == ""
         assert [e.action for e in mem.facts.history()] == ["purged"]  # only the purge's own entry
         assert mem.search("quokka", k=5, min_score=0) == []
-    assert holding(root, WORD) == [] and (root / "tiermem.db").is_file() and not (root / "memory").exists()
+    assert holding(root, WORD) == [] and not (root / "memory").exists()
     with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", user_id="bob") as bob:
         assert len(bob.facts.list()) == 2 and bob.search("walrus gala", k=3)
 
@@ -229,7 +250,7 @@ BAD = [
 def test_bad_arguments_change_nothing(mem: Memory, root: Path, kwargs: dict[str, object],
                                       error: type[Exception], message: str) -> None:
     seed(mem)
-    mem.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    settle(mem)
     before = {k: v for k, v in root_bytes(root).items() if not k.endswith("-shm")}
     with pytest.raises(error, match=message):
         mem.purge(**kwargs)  # type: ignore[arg-type]
@@ -237,7 +258,7 @@ def test_bad_arguments_change_nothing(mem: Memory, root: Path, kwargs: dict[str,
 
 
 def test_dry_run_counts_and_changes_nothing(week: Memory, root: Path) -> None:
-    week.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    settle(week)
     before = {k: v for k, v in root_bytes(root).items() if not k.endswith("-shm")}
     planned = week.purge(text=PHRASE, dry_run=True)
     assert {k: v for k, v in root_bytes(root).items() if not k.endswith("-shm")} == before
@@ -267,8 +288,9 @@ def test_a_queued_message_is_scrubbed_and_journaled_once(mem: Memory, root: Path
 
 def test_a_hand_edited_file_and_a_multiline_occurrence(mem: Memory, root: Path) -> None:
     mem.daily.append("Note", ["first line"])
-    path = mem.daily.path_for("2026-03-14")
-    path.write_text(path.read_text() + "- typed by hand: ZANZIBAR\n  quokka   festival tomorrow\n", encoding="utf-8")
+    rel = "memory/2026-03-14.md"
+    typed = b"- typed by hand: ZANZIBAR\n  quokka   festival tomorrow\n"
+    mem.daily.files.replace(rel, (mem.daily.files.read(rel) or b"") + typed)  # as an editor saves it
     report = mem.purge(text=PHRASE)
     assert report.files == {"memory/2026-03-14.md": 1}
     assert "- typed by hand: [purged] tomorrow" in mem.daily.read()
@@ -276,7 +298,7 @@ def test_a_hand_edited_file_and_a_multiline_occurrence(mem: Memory, root: Path) 
 
 
 def test_every_text_column_is_classified(mem: Memory) -> None:
-    assert unclassified_columns(mem.db.conn) == []
+    assert unclassified_columns(mem.db) == []
 
 
 def test_purge_survives_export_and_import(mem: Memory, root: Path, tmp_path: Path, clock: FakeClock) -> None:
@@ -306,7 +328,8 @@ def test_cli_purge(root: Path) -> None:
                           (["purge", "--user", "nobody", "--yes"], "nothing is stored")):
         failed = runner.invoke(cli, [*base, *args])
         assert failed.exit_code == 1 and message in failed.output and "Traceback" not in failed.output, args
-    assert runner.invoke(cli, ["--root", str(root / "none"), "purge", "--text", PHRASE, "--yes"]).exit_code == 1
+    none = ["--root", str(root / "none"), "purge", "--text", PHRASE, "--yes"]
+    assert runner.invoke(cli, none, env={"TIERMEM_DATABASE_URL": None}).exit_code == 1  # no store there
     assert not (root / "none").exists()
 
 

@@ -20,6 +20,8 @@ from tiermem.testing import FakeClock, HashEmbedder
 from tiermem.tokens import count_tokens
 from tiermem.types import Scope
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 class Counted:
     """A custom source whose text and epoch the test moves; counts renders."""
@@ -289,6 +291,13 @@ def test_a_hand_edit_moves_the_epoch_even_with_the_same_size_and_mtime(mem: Memo
     os.utime(mem.core.path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
     result = mem.system_context()
     assert result.changed == ["memory"] and result.text == "Core Memory:\n- Lives in Bonn"
+
+
+# the file is the store only on SQLite: on PostgreSQL a missing mirror is written again from the database
+@pytest.mark.sqlite_only
+def test_deleting_memory_md_empties_the_core_section(mem: Memory) -> None:
+    mem.core.write("- Lives in Lyon\n")
+    assert mem.system_context().text == "Core Memory:\n- Lives in Lyon"
     mem.core.path.unlink()
     assert mem.system_context().text == ""
 

@@ -7,22 +7,32 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from transfer_helpers import START, fill, open_memory, snapshot
+from transfer_helpers import (  # noqa: F401  (separate_stores: an autouse fixture)
+    START,
+    Templates,
+    open_memory,
+    separate_stores,
+    snapshot,
+    store_env,
+)
 
 from tiermem.cli.main import cli
 from tiermem.testing import FakeClock
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("template") / "source"
-    fill(root, FakeClock(START))
-    return root
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
+    templates = Templates(tmp_path_factory.mktemp("template"))
+    yield templates
+    templates.close()
 
 
 @pytest.fixture
@@ -31,13 +41,15 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def source(template: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(template, tmp_path / "source"))
+def source(template: Templates, tmp_path: Path, clock: FakeClock) -> Path:
+    return template.copy(tmp_path / "source", clock)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    """``tiermem ARGS`` on the store of the ``--root`` given (its own schema on PostgreSQL)."""
+    root = Path(args[args.index("--root") + 1])
     return CliRunner().invoke(cli, list(args), env={"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC",
-                                                   **(env or {})})
+                                                   **store_env(root), **(env or {})})
 
 
 def _one_line_error(result: Result) -> str:
@@ -94,7 +106,9 @@ def test_import_refuses_a_conflicting_file_unless_replace(source: Path, tmp_path
                                                                         str(backup)))
     assert snapshot(target) == before
     assert run("--root", str(target), "import", str(backup), "--replace").exit_code == 0
-    assert "Lisbon" in (target / "MEMORY.md").read_text(encoding="utf-8")
+    assert "Lisbon" in (target / "MEMORY.md").read_text(encoding="utf-8")  # (on PostgreSQL: the mirror)
+    with open_memory(target, clock) as mem:
+        assert "Lisbon" in mem.core.read()
 
 
 def test_export_into_a_missing_directory_is_one_line(source: Path, tmp_path: Path) -> None:
@@ -116,6 +130,7 @@ def test_import_of_a_bad_file_is_one_line(tmp_path: Path, content: bytes, clock:
     assert snapshot(target) == before
 
 
+@pytest.mark.sqlite_only  # file modes of the store's files: on PostgreSQL the server holds the store
 def test_export_works_on_a_read_only_store(source: Path, tmp_path: Path) -> None:
     """Tests run as root, which ignores file modes: the export runs in a child as uid 65534."""
     shared = Path(tempfile.mkdtemp(prefix="tiermem-ro-"))

@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from transfer_helpers import open_memory
+from transfer_helpers import open_memory, separate_stores  # noqa: F401  (an autouse fixture)
 
 from tiermem.testing import FakeClock
 
 FIXTURES = Path(__file__).parent / "fixtures"
+pytestmark = pytest.mark.usefixtures("backend")
 
 
 @pytest.fixture
@@ -41,6 +42,7 @@ def test_a_version_1_export_imports(tmp_path: Path, clock: FakeClock) -> None:
         assert mem.import_(data)["facts"] == 2  # again: nothing changes, nothing conflicts
 
 
+@pytest.mark.sqlite_only  # a tiermem.db written by 0.1.0 (test_migrate.py copies it into PostgreSQL)
 def test_a_store_written_by_0_1_0_opens_and_reads(tmp_path: Path, clock: FakeClock) -> None:
     root = tmp_path / "store"
     shutil.copytree(FIXTURES / "store_v0_1_0", root)  # opening migrates: never touch the fixture itself

@@ -25,10 +25,14 @@ For a user: every row with that user id in every table, the user's journal diges
 nothing else is in it. The purge's audit entry goes to the purging scope (to ``default/default``
 when that scope's user is the one purged).
 
-Then, always: ``PRAGMA secure_delete`` during the purge, the FTS5 indexes rebuilt (their shadow
-tables keep deleted terms until merged), ``VACUUM`` (no free page keeps old text) and a WAL
-checkpoint with ``TRUNCATE``. The report says whether both compaction steps completed; another
-process holding the database open can keep the WAL from being truncated (purge again later).
+Then, always, on SQLite: ``PRAGMA secure_delete`` during the purge, the FTS5 indexes rebuilt
+(their shadow tables keep deleted terms until merged), ``VACUUM`` (no free page keeps old text)
+and a WAL checkpoint with ``TRUNCATE``. The report says whether both compaction steps completed;
+another process holding the database open can keep the WAL from being truncated (purge again
+later). On PostgreSQL the rows, the Daily records and ``MEMORY.md`` versions are rewritten or
+deleted in the database and its tables are vacuumed (the server's write-ahead log, replicas and
+backups are the administrator's to expire); each process's local mirror is rewritten by this
+process at once and by the others when they refresh it (``tiermem mirror``, or when they open).
 
 Not reached: copies outside the root (exports, backups, the agent's own context), vectors of texts
 the store no longer knows (an old version of a Daily file edited by hand), and writers running at
@@ -51,12 +55,13 @@ from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput, NotFound, StorageError, TiermemError
 from tiermem.storage.purge import Matcher, OutboxChange, PurgeRepository, sha256_hex
 from tiermem.tiers.daily import LOCK_FILE as JOURNAL_LOCK
-from tiermem.tiers.daily import file_lock, namespace_prefixes
-from tiermem.tiers.paths import CORE_FILE, DEFAULT_USER, UserPaths, day_of, read_file
+from tiermem.tiers.daily import LOCK_TIMEOUT_SECONDS, namespace_prefixes
+from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, DREAMS_DIR, UserPaths, day_of, read_file
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory
+    from tiermem.storage.files import MemoryFiles
     from tiermem.tiers.daily import DailyJournal
 
 MIN_TEXT_CHARS = 3  # a shorter text would tear through unrelated words
@@ -121,9 +126,15 @@ class _Target:
 
 
 @dataclass(frozen=True)
+class _File:
+    rel: str  # relative to the user's root ("memory/2026-03-14.md")
+    local: bool  # only a local file (a leftover the store does not list), not one of the store's files
+
+
+@dataclass(frozen=True)
 class _FileChange:
-    path: Path  # the real path to write
-    rel: str  # relative to the memory root
+    file: _File
+    shown: str  # relative to the memory root, as the report names it
     count: int
     old: bytes
     new: bytes
@@ -163,32 +174,32 @@ def _digest(text: str) -> str:
 
 # --- a fact or a text ------------------------------------------------------------------------
 def _purge_text(mem: Memory, target: _Target, matcher: Matcher, dry_run: bool) -> PurgeReport:
-    owner = mem.for_scope(target.user_id, mem.scope.agent_name)  # the user's files and index
-    paths = owner.core.paths
+    files = mem.daily.files  # the user's files and index (a text or fact purge is of the Memory's user)
     repo = PurgeRepository(mem.db)
     if dry_run:
-        changes = _file_changes(paths, matcher)
+        changes = _file_changes(files, matcher)
         return PurgeReport(target.kind, target.user_id, target.sha256, True, rows=repo.count_text(target.user_id,
-                           matcher), files={c.rel: c.count for c in changes})
-    owner.wait_idle()  # background session summaries land before, not after, the purge
+                           matcher), files={c.shown: c.count for c in changes})
+    mem.wait_idle()  # background session summaries land before, not after, the purge
     previous = repo.secure_delete(True)
     try:
-        with _locks(paths, owner.daily):
+        with _locks(mem, files, mem.daily):
             rows = repo.count_text(target.user_id, matcher)
             hashes, texts = repo.known_texts(target.user_id, matcher)
-            changes = _file_changes(paths, matcher)  # every file read (and checked) before any write
+            changes = _file_changes(files, matcher)  # every file read (and checked) before any write
             at = utc_iso(mem.clock.now())
-            with mem.db.transaction():
-                erased = repo.delete_facts(target.user_id, matcher, at, target.fact_id)
-                rows.update(_erase_rows(mem, repo, target.user_id, matcher))
-                rows["facts"] = len(erased)
-                _move_prefix_marks(repo, paths, matcher, changes)
-            _write_files(changes)
-        owner.refresh_index()
+            with files.writing():  # where the files are rows, they change in the rows' transaction
+                with mem.db.transaction():
+                    erased = repo.delete_facts(target.user_id, matcher, at, target.fact_id)
+                    rows.update(_erase_rows(mem, repo, target.user_id, matcher))
+                    rows["facts"] = len(erased)
+                    _move_prefix_marks(repo, files.paths, matcher, changes)
+                _write_files(files, changes)
+        mem.refresh_index()
         rows["chunks"] = rows.get("chunks", 0) + repo.drop_stale_index(target.user_id, matcher)
         vectors = repo.delete_vectors(hashes | _vector_hashes(texts, matcher))
         report = PurgeReport(target.kind, target.user_id, target.sha256, False, tuple(f.id for f in erased),
-                             {t: n for t, n in rows.items() if n}, {c.rel: c.count for c in changes}, vectors)
+                             {t: n for t, n in rows.items() if n}, {c.shown: c.count for c in changes}, vectors)
         return _finish(mem, repo, report, mem.scope, at, target.fact_id)
     finally:
         repo.secure_delete(previous)
@@ -237,9 +248,9 @@ def _carry_digests(mem: Memory, changes: Sequence[OutboxChange]) -> None:
             outbox.mark_extracted(change.scope, change.thread_id, carried, now)
 
 
-def _user_files(paths: UserPaths) -> list[Path]:
+def _local_files(paths: UserPaths) -> list[Path]:
     """``MEMORY.md``, everything under ``memory/`` (Daily files, diaries) but lock files, and
-    temp files a crashed ``MEMORY.md`` write left behind."""
+    temp files a crashed ``MEMORY.md`` write left behind, on the local disk."""
     found = [paths.core] if paths.core.is_file() else []
     if paths.daily_dir.is_dir():
         found += sorted(p for p in paths.daily_dir.rglob("*") if p.is_file() and not p.name.endswith(".lock"))
@@ -247,27 +258,43 @@ def _user_files(paths: UserPaths) -> list[Path]:
     return found
 
 
-def _file_changes(paths: UserPaths, matcher: Matcher) -> list[_FileChange]:
+def _user_files(files: MemoryFiles) -> list[_File]:
+    """The user's files in the store (``MEMORY.md``, Daily files, dream diaries), then local files
+    the store does not list (anything else under ``memory/``, crashed writes' temp files; where the
+    store is a database, local mirrors it no longer holds)."""
+    paths = files.paths
+    stored = [CORE_FILE] if files.stat(CORE_FILE) is not None else []
+    stored += files.list(DAILY_DIR) + files.list(f"{DAILY_DIR}/{DREAMS_DIR}")
+    local = [p.relative_to(paths.root).as_posix() for p in _local_files(paths) if p.is_relative_to(paths.root)]
+    return [_File(rel, False) for rel in stored] + [_File(rel, True) for rel in local if rel not in stored]
+
+
+def _read(files: MemoryFiles, file: _File) -> bytes:
+    if file.local:
+        return read_file(files.paths.inside(files.paths.root / file.rel))
+    data = files.read(file.rel)
+    return b"" if data is None else data
+
+
+def _file_changes(files: MemoryFiles, matcher: Matcher) -> list[_FileChange]:
     changes: list[_FileChange] = []
-    for path in _user_files(paths):
-        real = paths.inside(path)
-        old = read_file(real)
+    for file in _user_files(files):
+        old = _read(files, file)
         text, count = matcher.sub(old.decode("utf-8", errors="surrogateescape"))
         if count:
-            changes.append(_FileChange(real, _relative(paths, path), count, old,
+            changes.append(_FileChange(file, files.paths.store_name(file.rel), count, old,
                                        text.encode("utf-8", errors="surrogateescape")))
     return changes
 
 
-def _relative(paths: UserPaths, path: Path) -> str:
-    return path.relative_to(paths.base).as_posix() if path.is_relative_to(paths.base) else str(path)
-
-
-def _write_files(changes: Sequence[_FileChange]) -> None:
-    from tiermem.tiers.core import atomic_write
+def _write_files(files: MemoryFiles, changes: Sequence[_FileChange]) -> None:
+    from tiermem.tiers.paths import atomic_write
 
     for change in changes:
-        atomic_write(change.path, change.new)
+        if change.file.local:
+            atomic_write(files.paths.inside(files.paths.root / change.file.rel), change.new)
+        else:
+            files.replace(change.file.rel, change.new)
 
 
 def _move_prefix_marks(repo: PurgeRepository, paths: UserPaths, matcher: Matcher,
@@ -278,8 +305,9 @@ def _move_prefix_marks(repo: PurgeRepository, paths: UserPaths, matcher: Matcher
     import hashlib
 
     for change in changes:
-        day = day_of(change.path.name)
-        if day is None or change.path.parent != paths.inside(paths.daily_dir):
+        folder, _, name = change.file.rel.rpartition("/")
+        day = day_of(name)
+        if day is None or folder != DAILY_DIR or change.file.local:
             continue
         mark = repo.prefix_mark(paths.user_id, day.isoformat())
         if mark is None or hashlib.sha256(change.old[:mark[0]]).hexdigest() != mark[1]:
@@ -291,34 +319,34 @@ def _move_prefix_marks(repo: PurgeRepository, paths: UserPaths, matcher: Matcher
 
 
 @contextmanager
-def _locks(paths: UserPaths, journal: DailyJournal | None = None) -> Iterator[None]:
+def _locks(mem: Memory, files: MemoryFiles, journal: DailyJournal | None = None) -> Iterator[None]:
     """The user's dream lock (no Deep Dream rewrites ``MEMORY.md`` from text read before the
     purge), ``MEMORY.md``'s lock and the journal lock (no append lands between read and rewrite;
-    taken through ``journal`` when given, which first settles appends a crashed writer left)."""
-    from filelock import FileLock
-
+    taken through ``journal`` when given, which first settles appends a crashed writer left).
+    Named locks of the store (:attr:`~tiermem.storage.sql.Backend.lock`): lock files under the
+    root, or locks every host sharing the database sees."""
     from tiermem.dream.runner import LOCK_FILE as DREAM_LOCK
     from tiermem.tiers.core import LOCK_FILE as CORE_LOCK
-    from tiermem.tiers.paths import FILE_MODE
 
-    def dream_lock(path: Path) -> AbstractContextManager[Any]:
-        return FileLock(path, timeout=DREAM_LOCK_TIMEOUT_SECONDS, mode=FILE_MODE)
+    paths = files.paths
 
-    def journal_lock(path: Path) -> AbstractContextManager[Any]:
-        return journal.exclusive() if journal is not None else file_lock(path)
+    def named(rel: str, timeout: float) -> Callable[[], AbstractContextManager[Any]]:
+        return lambda: mem.db.parts.lock(mem.db, paths.store_name(rel), timeout)
 
-    wanted: list[tuple[Path, Callable[[Path], AbstractContextManager[Any]]]] = [
-        (paths.root / DREAM_LOCK, dream_lock), (paths.root / CORE_LOCK, file_lock),
-        (paths.daily_dir / JOURNAL_LOCK, journal_lock)]
+    journal_rel = f"{DAILY_DIR}/{JOURNAL_LOCK}"
+    wanted: list[tuple[str, Callable[[], AbstractContextManager[Any]]]] = [
+        (DREAM_LOCK, named(DREAM_LOCK, DREAM_LOCK_TIMEOUT_SECONDS)),
+        (CORE_LOCK, named(CORE_LOCK, LOCK_TIMEOUT_SECONDS)),
+        (journal_rel, journal.exclusive if journal is not None else named(journal_rel, LOCK_TIMEOUT_SECONDS))]
     with ExitStack() as stack:
-        for path, make in wanted:
-            if not path.parent.is_dir():
+        for rel, make in wanted:
+            if files.durable_files and not (paths.root / rel).parent.is_dir():
                 continue  # no folder, no files to rewrite there
             try:
-                stack.enter_context(make(paths.inside(path)))
+                stack.enter_context(make())
             except TimeoutError as exc:
-                raise StorageError(f"{path} is held (a Deep Dream or a writer of user {paths.user_id!r} is"
-                                   " running); try the purge again when it ends") from exc
+                raise StorageError(f"{paths.store_name(rel)} is held (a Deep Dream or a writer of user"
+                                   f" {paths.user_id!r} is running); try the purge again when it ends") from exc
         yield
 
 
@@ -344,30 +372,35 @@ def _vector_hashes(texts: Iterable[str], matcher: Matcher | None) -> set[str]:
 def _purge_user(mem: Memory, target: _Target, dry_run: bool) -> PurgeReport:
     user = target.user_id
     paths = UserPaths.for_user(mem.root, user, mem.settings.allow_symlinks)
+    files = mem.db.parts.files(mem.db, paths, mirror=mem.settings.mirror_files)
     repo = PurgeRepository(mem.db)
     prefixes = namespace_prefixes(user)
     rows = repo.user_rows(user, prefixes)
-    files = [_relative(paths, p) for p in _user_files(paths)]
-    if not rows and not files:
-        raise NotFound(f"nothing is stored for user {user!r} in {mem.root}")
+    shown = [paths.store_name(f.rel) for f in _user_files(files)]
+    if not rows and not shown:
+        raise NotFound(f"nothing is stored for user {user!r} in {mem.db.label}")
     if dry_run:
-        return PurgeReport("user", user, target.sha256, True, rows=rows, files=dict.fromkeys(files, 0))
+        return PurgeReport("user", user, target.sha256, True, rows=rows, files=dict.fromkeys(shown, 0))
     if user == mem.scope.user_id:
         mem.wait_idle()
     previous = repo.secure_delete(True)
     try:
-        with _locks(paths):
+        with _locks(mem, files):
             hashes, texts = repo.known_texts(user, None)
-            for path in _user_files(paths):
-                paths.inside(path).unlink(missing_ok=True)
-            with mem.db.transaction():
-                rows = repo.delete_user(user, prefixes)
+            with files.writing():
+                for file in _user_files(files):
+                    if file.local:
+                        paths.inside(paths.root / file.rel).unlink(missing_ok=True)
+                    else:
+                        files.remove(file.rel)
+                with mem.db.transaction():
+                    rows = repo.delete_user(user, prefixes)
         _remove_folders(paths)
         from tiermem.storage.search import SearchRepository
 
         SearchRepository(mem.db).prune_removed_log(keep=0)  # every loaded vector index reloads
         vectors = repo.delete_vectors(hashes | _vector_hashes(texts, None))
-        report = PurgeReport("user", user, target.sha256, False, rows=rows, files=dict.fromkeys(files, 0),
+        report = PurgeReport("user", user, target.sha256, False, rows=rows, files=dict.fromkeys(shown, 0),
                              vectors=vectors)
         scope = mem.scope if mem.scope.user_id != user else Scope(DEFAULT_USER, "default")
         return _finish(mem, repo, report, scope, utc_iso(mem.clock.now()), None)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tiermem.errors import TiermemError
-from tiermem.storage.integrity import REPAIR_HINT, is_damage
+from tiermem.storage.sqlite.integrity import REPAIR_HINT, is_damage
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory
@@ -46,27 +46,35 @@ class CliState:
         """Open the root's store. ``create=False`` (commands that only read, or act on ids that
         must exist): no store there is an error instead of a new empty one. ``announce``: say on
         stderr when a store was created. Queued items left by other processes are not replayed by
-        a short CLI command (they stay queued); ``tiermem mcp`` and ``tiermem queue`` process them."""
+        a short CLI command (they stay queued); ``tiermem worker``, ``mcp`` and ``queue`` process them."""
         if self._memory is None:
-            from tiermem.memory import DB_FILE, Memory
+            from tiermem.config import load_settings
+            from tiermem.memory import Memory
+            from tiermem.storage.backend import store_exists, store_label
 
             path = self.root.expanduser().resolve()
-            existed = (path / DB_FILE).is_file()
+            chosen = load_settings(path, {k: v for k, v in settings.items() if k not in _NOT_SETTINGS})
+            where, hint = store_label(path, chosen), ("check --root" if not chosen.database_url
+                                                       else "check TIERMEM_DATABASE_URL")
+            existed = store_exists(path, chosen)
             if not existed and not create:
-                raise click.ClickException(f"no tiermem store at {path} (run `tiermem init`, or check --root)")
-            if not existed and _holds_other_files(path):
+                raise click.ClickException(f"no tiermem store at {where} (run `tiermem init`, or {hint})")
+            if not existed and not chosen.database_url and _holds_other_files(path):
                 click.echo(f"warning: {path} is not empty but holds no tiermem store; creating one there "
                            "(check --root)", err=True)
             settings.setdefault("queue_replay", False)
             self._memory = Memory(self.root, user_id=self.user, agent_name=self.agent, **settings)
             if not existed and announce:
-                click.echo(f"created a tiermem store at {path}", err=True)
+                click.echo(f"created a tiermem store at {where}", err=True)
         return self._memory
 
     def close(self) -> None:
         if self._memory is not None:
             self._memory.close()
             self._memory = None
+
+
+_NOT_SETTINGS = ("llm", "embedder", "clock")  # Memory arguments that may be objects rather than settings
 
 
 def _holds_other_files(path: Path) -> bool:

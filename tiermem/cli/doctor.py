@@ -58,6 +58,16 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> None:
 
 def _show(data: dict[str, object]) -> None:
     click.echo(f"store: {data['root']}")
+    database = data.get("database")
+    if isinstance(database, dict):  # a database server's store: where, which schema, what it holds
+        details = [f"{label} {database[key] if database[key] is not None else 'missing'}"
+                   for key, label in (("schema", "schema"), ("schema_version", "version"),
+                                      ("vector_extension", "vector")) if key in database]
+        click.echo(f"database: {database.get('database')}" + (f" ({', '.join(details)})" if details else ""))
+        rows = database.get("rows")
+        if isinstance(rows, dict):
+            held = ", ".join(f"{table} {count}" for table, count in rows.items() if count)
+            click.echo(f"rows: {held or 'none'}")
     for key, label in (("problems", "problem"), ("unchecked", "not checked"), ("notices", "notice")):
         items = data[key]
         assert isinstance(items, list)

@@ -12,10 +12,14 @@ COMMAND_MODULES = (
     "tiermem.cli.plan",
     "tiermem.cli.mcp",
     "tiermem.cli.dream",
+    "tiermem.cli.core",
     "tiermem.cli.tiers",
     "tiermem.cli.demo",
     "tiermem.cli.doctor",
     "tiermem.cli.purge",
+    "tiermem.cli.migrate",
+    "tiermem.cli.worker",
+    "tiermem.cli.mirror",
 )
 
 for _module in COMMAND_MODULES:

@@ -61,5 +61,5 @@ def mcp_command(ctx: click.Context, http_port: int | None, host: str, token: str
                        "this port can read and change this memory", err=True)
         guard = "bearer token required" if http.token else "no token"
         click.echo(f"tiermem MCP server on {http.url} (scope {mem.scope.user_id}/{mem.scope.agent_name}, "
-                   f"{guard}); Ctrl-C stops it", err=True)
+                   f"{guard}, store {mem.db.label}); Ctrl-C stops it", err=True)
     serve(mem, http)

@@ -24,7 +24,8 @@ def purge(ctx: click.Context, fact_id: str | None, text: str | None, purge_user:
     Unlike `facts delete`, nothing is kept: the text leaves every table, every MEMORY.md version,
     MEMORY.md, the Daily files and dream diaries (rewritten; the audit keeps only a SHA-256 and
     counts), the search index and its vectors; tombstones keep a hash, so extraction still does
-    not bring a fact back. Then the database is vacuumed and its WAL truncated. Shows what goes and
+    not bring a fact back. Then the database is vacuumed and its WAL truncated (PostgreSQL: its
+    tables vacuumed; other hosts' mirrors are rewritten when they refresh). Shows what goes and
     asks first unless --yes. Stop agents writing for that user first.
 
     \b

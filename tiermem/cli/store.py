@@ -30,25 +30,32 @@ _TEMPLATE = """\
 # max_injection_tokens = 2000
 # daily_retention_days = 90
 # timezone = "Europe/Berlin"
+# database_url = "postgresql://user:password@host:5432/db"   # the store in PostgreSQL (TIERMEM_DATABASE_URL)
 """
 
 
 @cli.command()
 @click.pass_context
 def init(ctx: click.Context) -> None:
-    """Create the memory root with a commented tiermem.toml.
+    """Create the memory root with a commented tiermem.toml, and the store's schema (in the
+    database of database_url / TIERMEM_DATABASE_URL when set: its tables and the pgvector
+    extension, where this user may create it).
 
     \b
     Example:
       tiermem --root ~/.tiermem init
+      TIERMEM_DATABASE_URL=postgresql://tiermem@db:5432/memory tiermem init
     """
     state = state_of(ctx)
     make_dirs(state.root)  # 0700
     config = state.root / CONFIG_FILE
     if not config.exists():
         write_private(config, _TEMPLATE.encode("utf-8"))  # 0600: it may hold a database password
-    state.memory(announce=False)
-    click.echo(f"initialised {state.root.resolve()}")
+    mem = state.memory(announce=False)
+    root = state.root.resolve()
+    click.echo(f"initialised {root}")
+    if not Path(mem.db.label).is_relative_to(root):  # the store is in a database server
+        click.echo(f"store: {mem.db.label}")
 
 
 @cli.command()

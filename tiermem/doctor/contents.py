@@ -18,8 +18,10 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from tiermem.clock import parse_utc
 from tiermem.doctor.report import MARKS, QUEUE, REBUILD, REINDEX, DoctorReport
@@ -40,7 +42,7 @@ def _some(items: list[str]) -> str:
 
 
 # --- the queue ------------------------------------------------------------------------------------
-def _stuck(row: sqlite3.Row, now: datetime, lease_seconds: float) -> bool:
+def _stuck(row: Mapping[str, Any] | sqlite3.Row, now: datetime, lease_seconds: float) -> bool:
     """The queue's own rule (:mod:`tiermem.storage.outbox`): a claim stands until its lease runs
     out (``lease_until``, or ``claimed_at`` + the lease for claims made before leases) and while
     its claimer may be running."""
@@ -53,8 +55,11 @@ def _stuck(row: sqlite3.Row, now: datetime, lease_seconds: float) -> bool:
     return (end is not None and end <= now) or claimer_gone(row["claimed_by"])
 
 
-def check_queue(conn: sqlite3.Connection, report: DoctorReport, now: datetime, lease_seconds: float) -> None:
-    columns = _columns(conn, "outbox")
+def check_queue(conn: Any, report: DoctorReport, now: datetime, lease_seconds: float,
+                columns_of: Callable[[Any, str], set[str]] = _columns) -> None:
+    """Stuck claims and dead items. ``conn``: a connection whose rows read by column name (SQLite's
+    read-only one, or PostgreSQL's); ``columns_of(conn, table)``: the table's column names."""
+    columns = columns_of(conn, "outbox")
     if not columns:
         return
     report.checked.append("queue")
@@ -70,7 +75,7 @@ def check_queue(conn: sqlite3.Connection, report: DoctorReport, now: datetime, l
         report.problem(f"{len(stuck)} queue items are stuck in processing (the lease ran out or the claiming "
                        f"process is gone; ids {_some(stuck)}): "
                        "`tiermem queue flush` or `tiermem doctor --repair` hands them back", QUEUE)
-    dead = int(conn.execute("SELECT count(*) FROM outbox WHERE status = 'dead'").fetchone()[0])
+    dead = int(conn.execute("SELECT count(*) AS n FROM outbox WHERE status = 'dead'").fetchone()["n"])
     if dead:
         report.notices.append(f"{dead} queue items failed for good (see `tiermem queue status`; "
                               "`tiermem queue retry` runs them again)")

@@ -14,8 +14,8 @@ from functools import cache
 from pathlib import Path
 
 from tiermem.doctor.report import REBUILD, DoctorReport
-from tiermem.storage import integrity
-from tiermem.storage.migrations import MIGRATIONS, migrate
+from tiermem.storage.sqlite import integrity
+from tiermem.storage.sqlite.migrations import MIGRATIONS, migrate
 
 KNOWN_VERSION = len(MIGRATIONS)
 REBUILD_HINT = ("`tiermem doctor --repair` rebuilds it beside the damaged file (which is kept) from the Daily files, "

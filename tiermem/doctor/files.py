@@ -17,7 +17,7 @@ from pathlib import Path
 from tiermem.config import CONFIG_FILE
 from tiermem.doctor.report import MODES, DoctorReport
 from tiermem.errors import InvalidInput
-from tiermem.memory import DB_FILE
+from tiermem.storage.backend import DB_FILE
 from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, USERS_DIR, UserPaths
 
 OWNER_ONLY = 0o700  # files end up 0600 (tiermem writes no executables), folders 0700

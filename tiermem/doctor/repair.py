@@ -34,15 +34,16 @@ from tiermem.doctor.files import fix_modes, users
 from tiermem.doctor.report import MARKS, MODES, QUEUE, REBUILD, REINDEX, DoctorReport, RepairReport
 from tiermem.doctor.salvage import salvage_into
 from tiermem.errors import StorageError, TiermemError
-from tiermem.memory import DB_FILE, Memory
+from tiermem.memory import Memory
 from tiermem.models.protocols import Embedder
 from tiermem.queue.worker import lease_seconds
 from tiermem.redact import Redactor
-from tiermem.storage import integrity
+from tiermem.storage.backend import DB_FILE
 from tiermem.storage.chunks import ChunkRepository
-from tiermem.storage.db import Database
-from tiermem.storage.migrations import MIGRATIONS
 from tiermem.storage.outbox import OutboxRepository
+from tiermem.storage.sqlite import integrity
+from tiermem.storage.sqlite.db import Database
+from tiermem.storage.sqlite.migrations import MIGRATIONS
 from tiermem.tiers.indexer import FileIndexer
 from tiermem.tiers.paths import UserPaths
 
@@ -56,6 +57,8 @@ def repair(root: str | Path, *, embedder: Embedder | str | None = None, clock: C
     base = Path(root).expanduser().resolve()
     clock = clock if clock is not None else SystemClock()
     before = check(base, clock=clock)
+    if before.database:
+        return _repair_server(base, before, clock)
     if before.schema_too_new or ("integrity" not in before.checked and REBUILD not in before.repairs):
         raise StorageError(f"cannot repair {base}: {before.unchecked[0]}")
     result = RepairReport(base, before, before)
@@ -66,6 +69,31 @@ def repair(root: str | Path, *, embedder: Embedder | str | None = None, clock: C
     _in_place(base, state, clock.now(), result)
     if result.rebuilt or REINDEX in state.repairs:
         _embed(base, embedder, result)
+    result.after = check(base, clock=clock)
+    return result
+
+
+def _repair_server(base: Path, before: DoctorReport, clock: Clock) -> RepairReport:
+    """A store in a database server: hand stuck queue claims back, tighten the local files' modes
+    (the server keeps its own data safe; nothing there is rebuilt from files)."""
+    from tiermem.storage.backend import open_database
+
+    if before.schema_too_new or "schema" not in before.checked:
+        reason = before.unchecked[0] if before.unchecked else "the database could not be checked"
+        raise StorageError(f"cannot repair {before.database.get('database', base)}: {reason}")
+    result = RepairReport(base, before, before)
+    if QUEUE in before.repairs:
+        settings = load_settings(base)
+        db = open_database(base, settings)
+        try:
+            count = OutboxRepository(db).recover(clock.now(), lease_seconds(settings), settings.queue_max_attempts)
+        finally:
+            db.close()
+        result.actions.append(f"handed {count} stuck queue items back to the queue")
+    if MODES in before.repairs and base.is_dir():
+        changed = fix_modes(base)
+        if changed:
+            result.actions.append(f"set owner-only modes on {changed} files and folders")
     result.after = check(base, clock=clock)
     return result
 

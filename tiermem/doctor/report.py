@@ -32,6 +32,9 @@ class DoctorReport:
     unchecked: list[str] = field(default_factory=list)  # what could not be checked, and why
     repairs: set[str] = field(default_factory=set)  # what ``repair`` would do (REBUILD, REINDEX, ...)
     schema_too_new: bool = False
+    #: a database server's store (PostgreSQL): its URL without the password, schema version,
+    #: extension and rows per table; empty for the SQLite file under the root
+    database: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -48,9 +51,12 @@ class DoctorReport:
             self.repairs.add(repair)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": str(self.root), "ok": self.ok, "exit_code": self.exit_code, "checked": list(self.checked),
+        data = {"root": str(self.root), "ok": self.ok, "exit_code": self.exit_code, "checked": list(self.checked),
                 "problems": list(self.problems), "notices": list(self.notices), "unchecked": list(self.unchecked),
                 "repairs": sorted(self.repairs)}
+        if self.database:
+            data["database"] = dict(self.database)
+        return data
 
 
 @dataclass

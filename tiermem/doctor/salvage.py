@@ -21,7 +21,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tiermem.storage.integrity import HEADER_SIZE, SQLITE_MAGIC
+from tiermem.storage.sqlite.integrity import HEADER_SIZE, SQLITE_MAGIC
 from tiermem.transfer.rows import NOT_EXPORTED
 
 _MAX_SKIPS = 62  # a skip of 2**62 rowids passes any damage

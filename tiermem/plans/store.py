@@ -8,8 +8,8 @@ Rules:
 - Status moves: active <-> paused; active/paused -> completed or abandoned, which are final.
   Asking for the status a plan already has changes nothing; any other move is ``InvalidInput``.
 - Items of a completed or abandoned plan cannot be checked; checking a checked item changes nothing.
-- Every change is one ``BEGIN IMMEDIATE`` read-modify-write, so two processes checking items of
-  the same plan never lose an update. A failed call changes nothing.
+- Every change is one write transaction (one writer per store, on SQLite and Postgres alike), so two
+  processes checking items of the same plan never lose an update. A failed call changes nothing.
 - Secrets in titles, checklists and session ids are redacted (R68, the store's ``redact_secrets``)
   before the plan is stored, and the plan returned is the one stored.
 """
@@ -21,16 +21,19 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from tiermem import validate
 from tiermem.clock import Clock
 from tiermem.errors import InvalidInput, NotFound
 from tiermem.plans import plan as checks
 from tiermem.plans.plan import MAX_SESSION_IDS, OPEN_STATUSES, Plan, set_item
-from tiermem.storage.db import Database
-from tiermem.storage.plans import PlanRepository, redacted
+from tiermem.plans.records import load, written
+from tiermem.storage.plans import PlanRepository
 from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +62,12 @@ class PlanStore:
         sessions = (validate.thread_id(session_id),) if session_id is not None else ()
         with self.db.transaction():
             now = self.clock.now()
-            plan = redacted(Plan(self._new_id(), name, markdown, "active", now, now, sessions,
-                                 self.scope.user_id, self.scope.agent_name), self.db.redactor)
+            plan = Plan(self._new_id(), name, markdown, "active", now, now, sessions, self.scope.user_id,
+                        self.scope.agent_name)
             self._pause_active(except_id=None)
-            while not self.repo.insert(plan):
+            while (stored := self.repo.insert(plan.to_record())) is None:
                 plan = replace(plan, id=self._new_id())
+            plan = written(stored)
         log.info("plan %s started: %s", plan.id, plan.title)
         return plan
 
@@ -74,14 +78,15 @@ class PlanStore:
     # --- read ------------------------------------------------------------------------------
     def get(self, plan_id: str) -> Plan:
         checks.plan_id(plan_id)
-        plan = self.repo.get(self.scope, plan_id)
-        if plan is None:
+        record = self.repo.get(self.scope, plan_id)
+        if record is None:
             raise NotFound(f"no plan {plan_id!r} in scope {self.scope.user_id}/{self.scope.agent_name}")
-        return plan
+        return load(record)
 
     def active(self) -> Plan | None:
         """The scope's active plan, if any."""
-        return self.repo.active(self.scope)
+        record = self.repo.active(self.scope)
+        return load(record) if record is not None else None
 
     def active_version(self) -> tuple[str, int] | None:
         """``(id, revision)`` of the active plan; moves whenever it changes (system context epoch)."""
@@ -91,7 +96,7 @@ class PlanStore:
         """The scope's plans, newest first; only those with ``status`` when given."""
         if status is not None:
             checks.status(status)
-        return self.repo.list(self.scope, status)
+        return [load(record) for record in self.repo.list(self.scope, status)]
 
     # --- items -----------------------------------------------------------------------------
     def check(self, plan_id: str, index: int) -> Plan:
@@ -184,16 +189,16 @@ class PlanStore:
             new = change(old)
             if new == old:
                 return old
-            new = replace(new, updated_at=self.clock.now(), revision=old.revision + 1)
-            self.repo.update(new)
+            new = written(self.repo.update(replace(new, updated_at=self.clock.now(),
+                                                   revision=old.revision + 1).to_record()))
         log.info("plan %s: revision %d, %s, %d/%d done", new.id, new.revision, new.status, *new.progress)
         return new
 
     def _pause_active(self, except_id: str | None) -> None:
-        current = self.repo.active(self.scope)
+        current = self.active()
         if current is not None and current.id != except_id:
             self.repo.update(replace(current, status="paused", updated_at=self.clock.now(),
-                                     revision=current.revision + 1))
+                                     revision=current.revision + 1).to_record())
             log.info("plan %s paused: another plan became active", current.id)
 
     @staticmethod

@@ -10,13 +10,14 @@ it is stored (R68), so a secret typed into ``MEMORY.md`` or a Daily file by hand
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from tiermem.storage.db import Database
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Connection, Database
 
 SHARED_AGENT = "*"
 
@@ -44,16 +45,17 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _insert(conn: sqlite3.Connection, user_id: str, path: str, chunks: Sequence[Chunk]) -> list[int]:
-    """Insert ``chunks`` of one file; returns their row ids in order."""
+def _insert(conn: Connection, user_id: str, path: str, chunks: Sequence[Chunk]) -> list[int]:
+    """Insert ``chunks`` of one file; returns their row ids in order (one statement each, so each
+    id is surely its chunk's)."""
     new: list[int] = []
     for c in chunks:
-        cur = conn.execute(
+        row = conn.execute(
             "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
-            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day, content_hash(c.text)),
-        )
-        new.append(int(cur.lastrowid or 0))
+        ).fetchall()[0]
+        new.append(int(row[0]))
     return new
 
 

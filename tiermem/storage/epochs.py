@@ -1,13 +1,18 @@
 """Per-scope change counters that triggers bump on every write to facts and summaries.
 
 ``memory_epoch`` is one primary-key lookup: the system context (R57) compares it instead of
-re-rendering the memory text. Writes from other threads and processes move it too.
+re-rendering the memory text. Writes from other threads, processes and hosts move it too (SQLite
+triggers, or the plpgsql triggers of the Postgres schema).
 """
 
 from __future__ import annotations
 
-from tiermem.storage.db import Database
+from typing import TYPE_CHECKING
+
 from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
 
 
 def memory_epoch(db: Database, scope: Scope) -> int:

@@ -1,7 +1,8 @@
 """SQL for facts, their audit history, tombstones and the per-scope summaries.
 
 Methods run on the calling thread's connection; wrap read-check-write sequences in
-``repo.atomic()`` so they hold the write lock (see :class:`~tiermem.storage.db.Database`).
+``repo.atomic()`` so they hold the write lock (one writer per store on either backend, see
+:class:`~tiermem.storage.sql.Database`). The SQL is the portable subset both backends run.
 Every write passes its texts through the store's redaction (``db.redactor``, R68): contents,
 summaries, audit reasons, and sources (thread ids) as identifiers.
 """
@@ -10,16 +11,17 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import parse_utc, utc_iso
-from tiermem.storage.db import Database
 from tiermem.types import AuditEntry, Fact, Scope
 from tiermem.validate import normalise
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database, Row
 
 _FACT_COLUMNS = "id, user_id, agent_name, content, category, confidence, created_at, updated_at, source"
 TOMBSTONE_HASH_PREFIX = "sha256:"
@@ -31,7 +33,7 @@ def tombstone_key(norm: str) -> str:
     return TOMBSTONE_HASH_PREFIX + hashlib.sha256(norm.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-def _fact(row: sqlite3.Row) -> Fact:
+def _fact(row: Row) -> Fact:
     return Fact(
         id=row["id"],
         content=row["content"],
@@ -58,19 +60,16 @@ class FactRepository:
 
     # --- facts -----------------------------------------------------------------------------
     def insert(self, fact: Fact, norm: str) -> bool:
-        """Insert; ``False`` if the id is taken (the caller draws another)."""
+        """Insert; ``False`` if the id is taken (the caller draws another). The id conflict is
+        answered by the statement itself, so it also leaves a Postgres transaction usable."""
         fact, norm = self._clean(fact, norm)
-        try:
-            self.db.conn.execute(
-                f"INSERT INTO facts ({_FACT_COLUMNS}, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (fact.id, fact.user_id, fact.agent_name, fact.content, fact.category, fact.confidence,
-                 utc_iso(fact.created_at), utc_iso(fact.updated_at), fact.source, norm),
-            )
-        except sqlite3.IntegrityError:
-            if self.id_exists(fact.id):
-                return False
-            raise
-        return True
+        rows = self.db.conn.execute(
+            f"INSERT INTO facts ({_FACT_COLUMNS}, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO NOTHING RETURNING id",
+            (fact.id, fact.user_id, fact.agent_name, fact.content, fact.category, fact.confidence,
+             utc_iso(fact.created_at), utc_iso(fact.updated_at), fact.source, norm),
+        ).fetchall()
+        return bool(rows)
 
     def id_exists(self, fact_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM facts WHERE id = ?", (fact_id,)).fetchone() is not None
@@ -111,9 +110,9 @@ class FactRepository:
 
     def lowest(self, scope: Scope) -> Fact | None:
         """The eviction candidate: lowest confidence, oldest first on ties (``created_at``, then
-        insertion order: a batch's facts share one timestamp). One seek in the index
-        ``facts_scope_rank`` (user, agent, confidence, created_at — and the rowid every SQLite
-        index ends with), however many facts the scope holds."""
+        insertion order: a batch's facts share one timestamp; ``rowid`` is SQLite's own, and a
+        ``bigserial`` column of the Postgres table). One seek in the index ``facts_scope_rank``
+        (user, agent, confidence, created_at, rowid), however many facts the scope holds."""
         row = self.db.conn.execute(
             f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? AND agent_name = ?"
             " ORDER BY confidence ASC, created_at ASC, rowid ASC LIMIT 1",
@@ -143,7 +142,7 @@ class FactRepository:
             "DELETE FROM facts WHERE id = ? AND user_id = ? AND agent_name = ?",
             (fact_id, scope.user_id, scope.agent_name),
         )
-        return cur.rowcount > 0
+        return int(cur.rowcount) > 0
 
     def scopes(self) -> builtins.list[Scope]:
         rows = self.db.conn.execute("SELECT DISTINCT user_id, agent_name FROM facts ORDER BY 1, 2")

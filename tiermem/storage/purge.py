@@ -1,7 +1,9 @@
 """SQL of ``tiermem purge`` (see :mod:`tiermem.purge`): find content in every table, erase it, keep
-only hashes, and leave no copy in free pages, the FTS5 shadow tables or the WAL.
+only hashes, and leave no copy behind where the backend allows (SQLite: free pages, the FTS5
+shadow tables, the WAL; PostgreSQL: the tables' dead rows, by VACUUM).
 
-Every TEXT column of every table is classified here. :data:`CONTENT_COLUMNS` hold what people,
+The SQL is the same on every backend: a user's rows are read and matched here, in Python. Every
+column that may hold text of every table is classified here. :data:`CONTENT_COLUMNS` hold what people,
 agents or models wrote: a text purge deletes the facts that contain the text, turns tombstones
 into hashes and replaces the text by :data:`PLACEHOLDER` everywhere else (inside JSON values for
 :data:`JSON_COLUMNS`). :data:`KEY_COLUMNS` hold ids, names, hashes, times and days: never
@@ -18,18 +20,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tiermem.errors import StorageError
-from tiermem.storage.db import Database
 from tiermem.storage.facts import TOMBSTONE_HASH_PREFIX, tombstone_key
 from tiermem.types import Scope
 
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
+
 PLACEHOLDER = "[purged]"
-_MATCH_FN = "tiermem_purge_found"
 
 #: What people, agents or models wrote. (Derived copies too: ``chunks`` and ``search_docs`` are
 #: cut from the Markdown files and rebuilt from them after the files are rewritten.)
@@ -68,6 +69,22 @@ KEY_COLUMNS: dict[str, tuple[str, ...]] = {
     "core_versions": ("user_id", "created_at", "cause", "sha256"),
     "dream_state": ("user_id", "daily_sha256", "days", "at"),
     "journal_intents": ("user_id", "namespace", "day", "blocks", "at"),  # hashes and lengths, no text
+    # PostgreSQL: the Daily files and MEMORY.md as rows (their bytes, in memory_blocks.data, are the
+    # files a purge rewrites or removes through MemoryFiles)
+    "memory_files": ("user_id", "rel"),
+    "memory_blocks": ("user_id", "rel"),
+    # PostgreSQL: the vector index (halfvec copies of the embeddings, dropped with their search items)
+    "search_models": ("model",),
+    "search_terms": ("kind",),
+    "search_vectors": ("content_hash", "user_id", "agent_name", "tier", "category", "at"),
+}
+
+#: Columns the database computes from content columns (PostgreSQL's text search vectors, and its
+#: keyword vocabulary kept by triggers): they change with them and need no handling of their own
+#: (a term no item holds any more is dropped when the purge compacts the store).
+DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "search_docs": ("words", "grams"),
+    "search_terms": ("term",),
 }
 
 #: JSON documents: the text is replaced inside their string values, and they are written back
@@ -86,7 +103,11 @@ SCRUBBED_COLUMNS: dict[str, tuple[str, ...]] = {
     "outbox": ("last_error",),
 }
 
-FTS_TABLES = ("search_words", "search_grams")
+#: The key of each table whose rows a text purge rewrites in place.
+ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "facts": ("id",), "audit": ("id",), "summaries": ("user_id", "agent_name", "key"), "outbox": ("id",),
+    "core_versions": ("id",),
+}
 # Deleted last when a user goes: deleting facts and chunks writes to them through triggers.
 _LAST = ("search_docs", "change_epochs")
 
@@ -133,25 +154,14 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-def unclassified_columns(conn: sqlite3.Connection) -> list[str]:
-    """``table.column`` of every text column of a real table (not FTS5 or its shadow tables) that
-    is in neither :data:`CONTENT_COLUMNS` nor :data:`KEY_COLUMNS`."""
+def unclassified_columns(db: Database) -> list[str]:
+    """``table.column`` of every column that may hold text, of every plain table (not the index
+    shadow tables), that is in neither :data:`CONTENT_COLUMNS` nor :data:`KEY_COLUMNS`."""
     out: list[str] = []
-    for table in plain_tables(conn):
-        known = set(CONTENT_COLUMNS.get(table, ())) | set(KEY_COLUMNS.get(table, ()))
-        for row in conn.execute(f'PRAGMA table_info("{table}")'):
-            kind = str(row[2]).upper()
-            if not any(word in kind for word in ("INT", "REAL", "BLOB", "FLOA", "DOUB")) and row[1] not in known:
-                out.append(f"{table}.{row[1]}")
+    for table in db.parts.tables(db):
+        known = {*CONTENT_COLUMNS.get(table, ()), *KEY_COLUMNS.get(table, ()), *DERIVED_COLUMNS.get(table, ())}
+        out += [f"{table}.{column}" for column in db.parts.text_columns(db, table) if column not in known]
     return out
-
-
-def plain_tables(conn: sqlite3.Connection) -> list[str]:
-    """Every table but SQLite's own, virtual tables and their shadow tables."""
-    rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
-    virtual = [str(r[0]) for r in rows if str(r[1] or "").upper().startswith("CREATE VIRTUAL TABLE")]
-    return [str(r[0]) for r in rows if not str(r[0]).startswith("sqlite_") and str(r[0]) not in virtual
-            and not any(str(r[0]).startswith(v + "_") for v in virtual)]
 
 
 @dataclass(frozen=True)
@@ -174,67 +184,60 @@ class OutboxChange:
 
 
 class PurgeRepository:
-    """The purge's reads and writes; methods that write run inside the caller's transaction."""
+    """The purge's reads and writes; methods that write run inside the caller's transaction.
+
+    Rows are matched in Python (:class:`Matcher`), read per user: the same SQL on every backend."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Any:
         return self.db.conn
 
-    def _use(self, matcher: Matcher) -> None:
-        self.conn.create_function(_MATCH_FN, 1, matcher.found, deterministic=True)
-
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         return self.db.rows(sql, args, "purge query")
+
+    def _matching(self, table: str, columns: Sequence[str], user_id: str, matcher: Matcher,
+                  extra: Sequence[str] = ()) -> list[Any]:
+        """Rows of ``user_id`` in ``table`` where any of ``columns`` holds the text (JSON columns
+        by their string values); each row has ``columns``, then ``extra``."""
+        wanted = list(dict.fromkeys([*columns, *extra]))
+        rows = self._rows(f"SELECT {', '.join(wanted)} FROM {table} WHERE user_id = ?", [user_id])
+        return [r for r in rows if any(_found_in(table, c, r[c], matcher) for c in columns)]
 
     # --- finding ---------------------------------------------------------------------------
     def count_text(self, user_id: str, matcher: Matcher) -> dict[str, int]:
         """Rows of ``user_id`` (every agent) holding the text, per table (search_docs left out:
         it mirrors facts and chunks)."""
-        self._use(matcher)
         out: dict[str, int] = {}
         for table, columns in CONTENT_COLUMNS.items():
             if table == "search_docs":
                 continue
             if table == "facts":
                 columns = ("content",)  # the facts a purge deletes (a matching source is only rewritten)
-            if any((table, c) in JSON_COLUMNS for c in columns):
-                rows = self._rows(f"SELECT {', '.join(columns)} FROM {table} WHERE user_id = ?", [user_id])
-                found = sum(1 for r in rows if any(self._found_in(table, c, r[c], matcher) for c in columns))
-            else:
-                where = " OR ".join(f"{_MATCH_FN}({c})" for c in columns)
-                found = int(self._rows(f"SELECT COUNT(*) FROM {table} WHERE user_id = ? AND ({where})",
-                                       [user_id])[0][0])
+            found = len(self._matching(table, columns, user_id, matcher))
             if found:
                 out[table] = found
         return out
-
-    @staticmethod
-    def _found_in(table: str, column: str, value: object, matcher: Matcher) -> bool:
-        return matcher.found_json(value) if (table, column) in JSON_COLUMNS else matcher.found(value)
 
     def known_texts(self, user_id: str, matcher: Matcher | None) -> tuple[set[str], list[str]]:
         """What the purge's vectors may have been made of, before anything changes:
         ``(embed hashes of the items holding the text, texts holding it)`` — items, facts,
         tombstones, audit entries and ``MEMORY.md`` versions of ``user_id`` (all of the user's with
         ``matcher`` None)."""
-        if matcher is not None:
-            self._use(matcher)
 
-        def hit(column: str) -> str:
-            return f"{_MATCH_FN}({column})" if matcher is not None else "1"
+        def hit(*values: object) -> bool:
+            return matcher is None or any(matcher.found(v) for v in values)
 
         hashes = {str(r[0]) for r in self._rows(
-            f"SELECT embed_hash FROM search_docs WHERE user_id = ? AND embed_hash IS NOT NULL"
-            f" AND ({hit('text')} OR {hit('context')})", [user_id])}
+            "SELECT embed_hash, text, context FROM search_docs WHERE user_id = ? AND embed_hash IS NOT NULL",
+            [user_id]) if hit(r[1], r[2])}
         texts: list[str] = []
         for table, column in (("search_docs", "text"), ("facts", "content"), ("tombstones", "content"),
                               ("audit", "content"), ("core_versions", "content")):
-            texts += [str(r[0]) for r in self._rows(
-                f"SELECT {column} FROM {table} WHERE user_id = ? AND {column} IS NOT NULL AND {hit(column)}",
-                [user_id])]
+            texts += [str(r[0]) for r in self._rows(f"SELECT {column} FROM {table} WHERE user_id = ?"
+                                                    f" AND {column} IS NOT NULL", [user_id]) if hit(r[0])]
         return hashes, texts
 
     def user_rows(self, user_id: str, namespace_prefixes: Sequence[str]) -> dict[str, int]:
@@ -253,8 +256,8 @@ class PurgeRepository:
         return out
 
     def _user_tables(self) -> list[str]:
-        tables = [t for t in plain_tables(self.conn)
-                  if any(row[1] == "user_id" for row in self.conn.execute(f'PRAGMA table_info("{t}")'))]
+        parts = self.db.parts
+        tables = [t for t in parts.tables(self.db) if "user_id" in parts.columns(self.db, t)]
         return [t for t in tables if t not in _LAST] + [t for t in _LAST if t in tables]
 
     # --- erasing a text ----------------------------------------------------------------------
@@ -262,9 +265,8 @@ class PurgeRepository:
         """Delete the facts of ``user_id`` holding the text (and the fact ``also``): each leaves a
         hashed tombstone (it still blocks re-extraction) and an audit entry without content; the
         content of the fact's earlier audit entries is dropped."""
-        self._use(matcher)
-        rows = self._rows(f"SELECT id, user_id, agent_name, content, norm FROM facts WHERE user_id = ?"
-                          f" AND ({_MATCH_FN}(content) OR id = ?)", [user_id, also])
+        rows = [r for r in self._rows("SELECT id, user_id, agent_name, content, norm FROM facts WHERE user_id = ?"
+                                      " ORDER BY rowid", [user_id]) if matcher.found(r["content"]) or r["id"] == also]
         erased: list[ErasedFact] = []
         for row in rows:
             scope = Scope(row["user_id"], row["agent_name"])
@@ -283,19 +285,17 @@ class PurgeRepository:
 
     def hash_tombstones(self, user_id: str, matcher: Matcher) -> int:
         """Tombstones of ``user_id`` holding the text keep only the hash of their casefolded text."""
-        self._use(matcher)
-        rows = self._rows(f"SELECT rowid AS _rid, user_id, agent_name, norm, at FROM tombstones WHERE user_id = ?"
-                          f" AND ({_MATCH_FN}(content) OR {_MATCH_FN}(norm) OR {_MATCH_FN}(reason))"
-                          " AND NOT (content = '' AND substr(norm, 1, ?) = ?)",  # hashed already: keep the key
-                          [user_id, len(TOMBSTONE_HASH_PREFIX), TOMBSTONE_HASH_PREFIX])
+        rows = [r for r in self._matching("tombstones", ("content", "norm", "reason"), user_id, matcher,
+                                          ("user_id", "agent_name", "at"))
+                if not (r["content"] == "" and str(r["norm"]).startswith(TOMBSTONE_HASH_PREFIX))]  # hashed already
         for row in rows:
-            self.conn.execute("DELETE FROM tombstones WHERE rowid = ?", (row["_rid"],))
+            self.conn.execute("DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm = ?",
+                              (row["user_id"], row["agent_name"], row["norm"]))
             self._hashed_tombstone(Scope(row["user_id"], row["agent_name"]), row["norm"], row["at"])
         return len(rows)
 
     def scrub_columns(self, user_id: str, matcher: Matcher) -> dict[str, int]:
         """Replace the text in :data:`SCRUBBED_COLUMNS` and ``MEMORY.md`` versions; rows per table."""
-        self._use(matcher)
         out: dict[str, int] = {}
         for table, columns in SCRUBBED_COLUMNS.items():
             out[table] = self._scrub(table, columns, user_id, matcher)
@@ -305,22 +305,22 @@ class PurgeRepository:
 
     def _scrub(self, table: str, columns: Sequence[str], user_id: str, matcher: Matcher,
                extra: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
-        where = " OR ".join(f"{_MATCH_FN}({c})" for c in columns)
-        rows = self._rows(f"SELECT rowid AS _rid, {', '.join(columns)} FROM {table} WHERE user_id = ? AND ({where})",
-                          [user_id])
+        keys = ROW_KEYS[table]
+        rows = self._matching(table, columns, user_id, matcher, keys)
         for row in rows:
             new = {c: matcher.sub(row[c])[0] if isinstance(row[c], str) else row[c] for c in columns}
             new.update(extra(new) if extra is not None else {})
             sets = ", ".join(f"{c} = ?" for c in new)
-            self.conn.execute(f"UPDATE {table} SET {sets} WHERE rowid = ?", (*new.values(), row["_rid"]))
+            where = " AND ".join(f"{k} = ?" for k in keys)
+            self.conn.execute(f"UPDATE {table} SET {sets} WHERE {where}", (*new.values(), *(row[k] for k in keys)))
         return len(rows)
 
     def scrub_outbox(self, user_id: str, matcher: Matcher) -> list[OutboxChange]:
         """Replace the text inside queued messages (every status); the changed items."""
         changes: list[OutboxChange] = []
         style = JSON_COLUMNS[("outbox", "messages")]
-        for row in self._rows("SELECT id, thread_id, user_id, agent_name, messages FROM outbox WHERE user_id = ?",
-                              [user_id]):
+        for row in self._rows("SELECT id, thread_id, user_id, agent_name, messages FROM outbox WHERE user_id = ?"
+                              " ORDER BY id", [user_id]):
             text, count = _rewrite_json(row["messages"], matcher, style)
             if count:
                 self.conn.execute("UPDATE outbox SET messages = ? WHERE id = ?", (text, row["id"]))
@@ -332,7 +332,7 @@ class PurgeRepository:
         """Replace the text inside plans; a changed plan's revision moves (it is the plan's epoch)."""
         changed = 0
         style = JSON_COLUMNS[("plans", "data")]
-        for row in self._rows("SELECT id, revision, data FROM plans WHERE user_id = ?", [user_id]):
+        for row in self._rows("SELECT id, revision, data FROM plans WHERE user_id = ? ORDER BY id", [user_id]):
             revision = int(row["revision"]) + 1
             text, count = _rewrite_json(row["data"], matcher, style, {"revision": revision})
             if not count:
@@ -345,16 +345,14 @@ class PurgeRepository:
         """After the files were rewritten and re-indexed: chunks that still hold the text (their
         file could not be re-indexed) are dropped and their file marked for re-indexing; keyword
         contexts that still hold it are cleared. Returns the chunks dropped."""
-        self._use(matcher)
         with self.db.transaction() as conn:
-            paths = [str(r[0]) for r in conn.execute(
-                f"SELECT DISTINCT path FROM chunks WHERE user_id = ? AND {_MATCH_FN}(text)", (user_id,))]
-            dropped = conn.execute(f"DELETE FROM chunks WHERE user_id = ? AND {_MATCH_FN}(text)", (user_id,)).rowcount
+            stale = self._matching("chunks", ("text",), user_id, matcher, ("id", "path"))
+            conn.executemany("DELETE FROM chunks WHERE id = ?", [(r["id"],) for r in stale])
             conn.executemany("DELETE FROM indexed_files WHERE user_id = ? AND path = ?",
-                             [(user_id, p) for p in paths])
-            conn.execute(f"UPDATE search_docs SET context = '' WHERE user_id = ? AND {_MATCH_FN}(context)",
-                         (user_id,))
-        return int(dropped)
+                             [(user_id, p) for p in sorted({str(r["path"]) for r in stale})])
+            contexts = self._matching("search_docs", ("context",), user_id, matcher, ("id",))
+            conn.executemany("UPDATE search_docs SET context = '' WHERE id = ?", [(r["id"],) for r in contexts])
+        return len(stale)
 
     # --- erasing a user ----------------------------------------------------------------------
     def delete_user(self, user_id: str, namespace_prefixes: Sequence[str]) -> dict[str, int]:
@@ -400,7 +398,7 @@ class PurgeRepository:
 
     def prefix_mark(self, user_id: str, day: str) -> tuple[int, str] | None:
         """The consolidated prefix mark ``(offset, sha256)`` of a day, where the store has them."""
-        if "consolidated_prefix" not in plain_tables(self.conn):
+        if "consolidated_prefix" not in self.db.parts.tables(self.db):
             return None
         row = self.conn.execute('SELECT "offset", sha256 FROM consolidated_prefix WHERE user_id = ? AND day = ?',
                                 (user_id, day)).fetchone()
@@ -411,26 +409,19 @@ class PurgeRepository:
                           (offset, sha256, user_id, day))
 
     def compact(self) -> tuple[bool, bool]:
-        """Rebuild the FTS5 indexes (their shadow tables keep deleted terms until merged), VACUUM
-        (no free page keeps old text) and checkpoint the WAL with TRUNCATE. Returns
-        ``(vacuumed, wal_truncated)``; a reader that holds the WAL open makes the second False."""
-        conn = self.conn
-        try:
-            with self.db.transaction():
-                for table in FTS_TABLES:
-                    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
-            conn.execute("VACUUM")
-            busy = int(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
-        except sqlite3.Error as exc:
-            raise StorageError(f"the content was removed, but compacting {self.db.path} failed: {exc};"
-                               " run the purge again") from exc
-        return True, busy == 0
+        """Leave no copy of the erased text in the database's free space or log (SQLite: rebuild
+        the FTS5 indexes, VACUUM, truncate the WAL; PostgreSQL: VACUUM the tables). Returns
+        ``(vacuumed, log truncated)``; see :attr:`tiermem.storage.sql.Backend.compact`."""
+        return self.db.parts.compact(self.db)
 
     def secure_delete(self, on: bool) -> bool:
-        """Set ``PRAGMA secure_delete`` on this thread's connection; returns the previous value."""
-        before = bool(self.conn.execute("PRAGMA secure_delete").fetchone()[0])
-        self.conn.execute(f"PRAGMA secure_delete = {'ON' if on else 'OFF'}")
-        return before
+        """Overwrite deleted content where the backend can (SQLite's ``secure_delete``) on this
+        thread's connection; returns the previous setting."""
+        return self.db.parts.secure_delete(self.db, on)
+
+
+def _found_in(table: str, column: str, value: object, matcher: Matcher) -> bool:
+    return matcher.found_json(value) if (table, column) in JSON_COLUMNS else matcher.found(value)
 
 
 def _rewrite_json(raw: str, matcher: Matcher, style: dict[str, Any],

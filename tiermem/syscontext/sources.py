@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from datetime import date, timedelta
-from pathlib import Path
 
 from tiermem import validate
 from tiermem.syscontext.builder import ContextSource
@@ -18,25 +17,6 @@ from tiermem.tokens import count_tokens, truncate_to_tokens
 PLAN_HEADING = "Current Plan:"
 DAILY_HEADING = "Recent Daily Notes:"
 TRUNCATION_MARK = "\n..."
-
-
-def file_stamp(path: Path) -> tuple[int, int] | None:
-    """``(mtime_ns, size)`` of a file, or ``None`` when it does not exist: a cheap file epoch."""
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
-
-
-def file_digest(path: Path) -> str | None:
-    """sha256 of a file's bytes, or ``None`` when it does not exist: an epoch that moves on every
-    edit, even one that keeps the size within the file system's timestamp granularity."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    return hashlib.sha256(data).hexdigest()
 
 
 def memory_source(render: Callable[[], str], epoch: Callable[[], object], name: str = "memory") -> ContextSource:
@@ -64,13 +44,14 @@ def daily_source(
     today: Callable[[], date],
     days: int = 2,
     max_tokens: int = 1000,
-    path_for: Callable[[date], Path] | None = None,
+    stamp: Callable[[date], object] | None = None,
     name: str = "daily",
 ) -> ContextSource:
     """The daily files of the last ``days`` days (newest first) under ``max_tokens``.
 
     ``read(day)`` returns a day's Markdown ("" when there is none). The epoch is the dates plus
-    the file stamps when ``path_for`` is given (no read), else a hash of what ``read`` returns.
+    ``stamp(day)`` of each when given (a cheap key that changes whenever the day's text may have,
+    e.g. ``DailyJournal.stamp``: no read), else a hash of what ``read`` returns.
     """
     validate.positive_int(days, "days", 366)
     validate.positive_int(max_tokens, "max_tokens")
@@ -81,8 +62,8 @@ def daily_source(
 
     def epoch() -> object:
         dates = window()
-        if path_for is not None:
-            return tuple((day.isoformat(), file_stamp(path_for(day))) for day in dates)
+        if stamp is not None:
+            return tuple((day.isoformat(), stamp(day)) for day in dates)
         digest = hashlib.sha256()
         for day in dates:
             digest.update(day.isoformat().encode() + b"\0" + read(day).encode("utf-8") + b"\0")

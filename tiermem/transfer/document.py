@@ -21,19 +21,21 @@ Any failure leaves the database and the files as they were.
 
 from __future__ import annotations
 
-import sqlite3
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import InvalidInput
-from tiermem.storage.db import Database
 from tiermem.transfer import files
 from tiermem.transfer.rows import ADDED_SECTIONS, LEGACY_SECTIONS, SECTIONS
 from tiermem.transfer.schema import name, where
 from tiermem.transfer.section import Restore
 from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
 
 FORMAT = "tiermem-export"
 VERSION = 2
@@ -51,21 +53,16 @@ class ImportReport:
 
 def export_data(db: Database, base: Path, scope: Scope | None = None) -> dict[str, Any]:
     """Every section of ``scope`` (every scope for ``None``) as JSON-ready data, read as one
-    consistent snapshot: the database in one read transaction, the files under the users' locks."""
-    users = [scope.user_id] if scope is not None else files.file_users(base)
-    with files.lock_users(base, users, reading=True):
-        conn = db.conn
-        conn.execute("BEGIN")
-        try:
-            data: dict[str, Any] = {
-                "format": FORMAT, "version": VERSION,
-                "scope": None if scope is None else {"user_id": scope.user_id, "agent_name": scope.agent_name},
-            }
-            for section in SECTIONS:
-                data[section.name] = section.dump(conn, scope)
-            data[files.SECTION] = files.export_files(base, scope, db.redactor.scrub, db.allow_symlinks)
-        finally:
-            conn.execute("COMMIT")
+    consistent snapshot: the database in one read transaction, local files under the users' locks."""
+    users = [scope.user_id] if scope is not None else files.file_users(db, base)
+    with files.lock_users(db, base, users, reading=True), db.parts.snapshot(db):
+        data: dict[str, Any] = {
+            "format": FORMAT, "version": VERSION,
+            "scope": None if scope is None else {"user_id": scope.user_id, "agent_name": scope.agent_name},
+        }
+        for section in SECTIONS:
+            data[section.name] = section.dump(db, scope)
+        data[files.SECTION] = files.export_files(db, base, users, db.redactor.scrub)
     return data
 
 
@@ -105,26 +102,28 @@ def _check_scope(scope: Any) -> None:
             raise InvalidInput(f"{where('scope', None, field)}: {problem}")
 
 
-def import_data(db: Database, base: Path, data: Any, how: Restore) -> ImportReport:
-    """Restore an export into the store at ``base``; all or nothing (see the module docstring)."""
+def import_data(db: Database, base: Path, data: Any, how: Restore, mirror: bool = True) -> ImportReport:
+    """Restore an export into the store at ``base``; all or nothing (see the module docstring).
+    ``mirror``: where the files are rows, rewrite this process's local copies of the ones written."""
     body = _sections(data)
-    conn = db.conn
     present = [section for section in (*SECTIONS, *LEGACY_SECTIONS) if section.name in body]
     for section in present:
-        section.check(conn, body[section.name])
+        section.check(db, body[section.name])
     entries = files.parse_files(body.get(files.SECTION, []), how)
-    files.plan_writes(base, entries, how.replace)  # refuse before taking any lock
+    files.plan_writes(db, base, entries, how.replace, mirror)  # refuse before taking any lock
     users = sorted({entry.user_id for entry in entries})
     counts: dict[str, int] = {}
-    with files.lock_users(base, users):
-        writes = files.plan_writes(base, entries, how.replace)
+    with files.lock_users(db, base, users), ExitStack() as grouped:
+        writes = files.plan_writes(db, base, entries, how.replace, mirror)
+        for handle in {id(w.files): w.files for w in writes}.values():
+            grouped.enter_context(handle.writing())  # files kept as rows: written in the transaction
         written = False
         try:
-            with db.transaction() as conn:
+            with db.transaction():
                 for section in present:
                     try:
-                        counts[section.name] = section.restore(conn, body[section.name], how)
-                    except sqlite3.IntegrityError as exc:
+                        counts[section.name] = section.restore(db, body[section.name], how)
+                    except db.IntegrityError as exc:
                         raise InvalidInput(f"{where(section.name)}: rows break a rule of the store: {exc}") from exc
                 files.write_files(writes)
                 written = True

@@ -6,9 +6,12 @@ when its bytes are not UTF-8 — so the export survives ``json.dumps`` and comes
 otherwise) and must be one of ``MEMORY.md``, ``memory/YYYY-MM-DD.md`` or
 ``memory/dreams/YYYY-MM-DD.md``.
 
+Files are read and written through the store's :class:`~tiermem.storage.files.MemoryFiles`: the
+files under the root on SQLite, the database's rows (and this process's mirror) on PostgreSQL.
 Import plans every write before making one: a file that exists with other content is an
 :class:`~tiermem.errors.ImportConflict` unless ``replace``; an equal file is left alone. Writes are
-atomic per file (temp file, fsync, rename) and undone when a later step of the import fails.
+atomic per file and undone when a later step of the import fails (where the files are rows, they
+are part of the import's transaction and its rollback undoes them).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import ImportConflict, InvalidInput, StorageError
@@ -31,12 +34,14 @@ from tiermem.tiers.paths import (
     USERS_DIR,
     UserPaths,
     day_of,
-    read_file,
 )
 from tiermem.transfer import schema as s
 from tiermem.transfer.schema import where
 from tiermem.transfer.section import Restore, Row
-from tiermem.types import Scope
+
+if TYPE_CHECKING:
+    from tiermem.storage.files import MemoryFiles
+    from tiermem.storage.sql import Database
 
 SECTION = "files"
 FIELDS = {"user_id": s.name, "path": s.text()}
@@ -53,11 +58,21 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class FileWrite:
-    """A planned write: ``old`` is the current content (``None``: no file yet)."""
+    """A planned write of ``rel`` in ``files``: ``old`` is the current content (``None``: no file yet)."""
 
-    target: Path
+    files: MemoryFiles
+    rel: str
     data: bytes
     old: bytes | None
+
+    @property
+    def target(self) -> Path:
+        return self.files.mirror_path(self.rel)
+
+
+def open_user(db: Database, base: Path, user_id: str, mirror: bool = True) -> MemoryFiles:
+    """The store's files of ``user_id`` (``mirror``: keep this process's local copy up to date)."""
+    return db.parts.files(db, UserPaths.for_user(base, user_id, db.allow_symlinks), mirror=mirror)
 
 
 def is_transfer_path(rel: str) -> bool:
@@ -70,35 +85,48 @@ def is_transfer_path(rel: str) -> bool:
     return len(parts) == 3 and parts[:2] == [DAILY_DIR, DREAMS_DIR] and day_of(parts[2]) is not None
 
 
-def _day_files(directory: Path, prefix: str) -> list[tuple[str, Path]]:
-    try:
-        entries = sorted(directory.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return [(f"{prefix}/{e.name}", e) for e in entries if day_of(e.name) is not None and e.is_file()]
-
-
-def user_files(paths: UserPaths) -> list[tuple[str, Path]]:
-    """``(path relative to the user's directory, file)`` of every file an export carries."""
-    found = [(CORE_FILE, paths.core)] if paths.core.is_file() else []
-    found += _day_files(paths.daily_dir, DAILY_DIR)
-    found += _day_files(paths.dreams_dir, f"{DAILY_DIR}/{DREAMS_DIR}")
+def user_files(files: MemoryFiles) -> list[str]:
+    """The paths (relative to the user's directory) of every file an export carries."""
+    found = [CORE_FILE] if files.stat(CORE_FILE) is not None else []
+    for folder in (DAILY_DIR, f"{DAILY_DIR}/{DREAMS_DIR}"):
+        found += [rel for rel in files.list(folder) if day_of(rel.rsplit("/", 1)[-1]) is not None]
     return found
 
 
-def file_users(base: Path) -> list[str]:
-    """Users that may have files under ``base``: the default user and every valid ``users/<id>``."""
-    found = [DEFAULT_USER]
+def file_users(db: Database, base: Path) -> list[str]:
+    """Users that may have files: the default user, every valid ``users/<id>`` folder under
+    ``base``, and every user the database holds rows of (where the files are rows)."""
+    found = {DEFAULT_USER, *_folder_users(base), *_database_users(db)}
+    return sorted(found, key=lambda user: (user != DEFAULT_USER, user))
+
+
+def _folder_users(base: Path) -> list[str]:
     try:
         entries = sorted((base / USERS_DIR).iterdir())
     except (FileNotFoundError, NotADirectoryError):
-        return found
+        return []
+    found: list[str] = []
     for entry in entries:
         try:
             found.append(validate.name(entry.name, "user_id"))
         except InvalidInput:
             continue  # not a directory tiermem made
-    return [u for u in found if u == DEFAULT_USER or (base / USERS_DIR / u).is_dir()]
+    return [u for u in found if (base / USERS_DIR / u).is_dir()]
+
+
+def _database_users(db: Database) -> set[str]:
+    users: set[str] = set()
+    for table in db.parts.tables(db):
+        if "user_id" in db.parts.columns(db, table):
+            users.update(str(r[0]) for r in db.rows(f"SELECT user_id FROM {table} GROUP BY user_id",
+                                                    what="listing the store's users"))
+    valid: set[str] = set()
+    for user in users:
+        try:
+            valid.add(validate.name(user, "user_id"))
+        except InvalidInput:
+            continue
+    return valid
 
 
 def encode(user_id: str, rel: str, data: bytes) -> Row:
@@ -108,21 +136,19 @@ def encode(user_id: str, rel: str, data: bytes) -> Row:
         return {"user_id": user_id, "path": rel, "base64": base64.b64encode(data).decode("ascii")}
 
 
-def export_files(base: Path, scope: Scope | None, scrub: Callable[[str], str] | None = None,
-                 allow_symlinks: bool = False) -> list[Row]:
-    """The files of ``scope``'s user (every user's for ``None``), sorted by user and path, with
-    the store's redaction ``scrub`` applied (a secret typed into a file by hand is not exported;
-    bytes that are not UTF-8 are kept around the redacted text). A file or folder that is a
-    symlink out of the root raises :class:`~tiermem.errors.UnsafePath` unless ``allow_symlinks``."""
-    users = [scope.user_id] if scope is not None else file_users(base)
+def export_files(db: Database, base: Path, users: Sequence[str], scrub: Callable[[str], str] | None = None
+                 ) -> list[Row]:
+    """The files of ``users``, sorted by user and path, with the store's redaction ``scrub``
+    applied (a secret typed into a file by hand is not exported; bytes that are not UTF-8 are
+    kept around the redacted text). A file or folder that is a symlink out of the root raises
+    :class:`~tiermem.errors.UnsafePath` unless the store allows symlinks."""
     rows: list[Row] = []
     for user in users:
-        paths = UserPaths.for_user(base, user, allow_symlinks)
-        for rel, path in user_files(paths):
-            try:
-                data = read_file(paths.inside(path))
-            except OSError as exc:
-                raise StorageError(f"cannot read {path}: {exc}") from exc
+        files = open_user(db, base, user, mirror=False)
+        for rel in user_files(files):
+            data = files.read(rel)
+            if data is None:
+                continue  # removed since it was listed
             if scrub is not None:
                 data = scrub(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
             rows.append(encode(user, rel, data))
@@ -182,46 +208,49 @@ def parse_files(rows: Any, how: Restore) -> list[FileEntry]:
     return entries
 
 
-def plan_writes(base: Path, entries: Sequence[FileEntry], replace: bool) -> list[FileWrite]:
+def plan_writes(db: Database, base: Path, entries: Sequence[FileEntry], replace: bool,
+                mirror: bool = True) -> list[FileWrite]:
     """The writes an import makes; raises before any write when one would overwrite other content
     (unless ``replace``) or leave the root."""
     writes: list[FileWrite] = []
+    users: dict[str, MemoryFiles] = {}
     for entry in entries:
-        paths = UserPaths.for_user(base, entry.user_id)
-        target = paths.root / entry.path
-        if not Path(os.path.realpath(target)).is_relative_to(paths.root):
+        if entry.user_id not in users:
+            users[entry.user_id] = open_user(db, base, entry.user_id, mirror)
+        files = users[entry.user_id]
+        target = files.paths.root / entry.path
+        if not Path(os.path.realpath(target)).is_relative_to(files.paths.root):
             raise InvalidInput(f"{entry.path} of user {entry.user_id!r} resolves outside its directory ({target})")
-        try:
-            old: bytes | None = target.read_bytes()
-        except FileNotFoundError:
-            old = None
-        except OSError as exc:
-            raise StorageError(f"cannot read {target}: {exc}") from exc
+        old = files.read(entry.path)
         if old == entry.data:
             continue
         if old is not None and not replace:
             raise ImportConflict(f"{target} exists with other content; use --replace to overwrite it")
-        writes.append(FileWrite(target, entry.data, old))
+        writes.append(FileWrite(files, entry.path, entry.data, old))
     return writes
 
 
-def lock_users(base: Path, users: Iterable[str], reading: bool = False) -> ExitStack:
-    """The journal and core locks of each user whose directory exists (entered, in name order);
-    a user without a directory has no writer to keep out. ``reading``: a lock this process may
-    not create (a read-only store, where nobody can write either) is skipped."""
+def lock_users(db: Database, base: Path, users: Iterable[str], reading: bool = False) -> ExitStack:
+    """The journal and core locks of each user whose files are local files and whose directory
+    exists (entered, in name order); a user without a directory has no writer to keep out. Where
+    the files are rows, the database transaction of the export or import keeps writers out.
+    ``reading``: a lock this process may not create (a read-only store, where nobody can write
+    either) is skipped."""
     from tiermem.tiers.core import LOCK_FILE as CORE_LOCK
     from tiermem.tiers.daily import LOCK_FILE as JOURNAL_LOCK
-    from tiermem.tiers.daily import file_lock
+    from tiermem.tiers.daily import LOCK_TIMEOUT_SECONDS
 
     stack = ExitStack()
     try:
         for user in sorted(set(users)):
-            paths = UserPaths.for_user(base, user)
-            for folder, name in ((paths.root, CORE_LOCK), (paths.daily_dir, JOURNAL_LOCK)):
-                if not folder.is_dir():
+            files = open_user(db, base, user, mirror=False)
+            if not files.durable_files:
+                continue
+            for rel in (CORE_LOCK, f"{DAILY_DIR}/{JOURNAL_LOCK}"):
+                if not (files.paths.root / rel).parent.is_dir():
                     continue
                 try:
-                    stack.enter_context(file_lock(folder / name))
+                    stack.enter_context(db.parts.lock(db, files.paths.store_name(rel), LOCK_TIMEOUT_SECONDS))
                 except PermissionError:
                     if not reading:
                         raise
@@ -233,12 +262,10 @@ def lock_users(base: Path, users: Iterable[str], reading: bool = False) -> ExitS
 
 def write_files(writes: Sequence[FileWrite]) -> None:
     """Make every write; on a failure, undo the ones made and raise."""
-    from tiermem.tiers.core import atomic_write
-
     done: list[FileWrite] = []
     try:
         for write in writes:
-            atomic_write(write.target, write.data)
+            write.files.replace(write.rel, write.data)
             done.append(write)
     except BaseException:
         undo(done)
@@ -246,14 +273,15 @@ def write_files(writes: Sequence[FileWrite]) -> None:
 
 
 def undo(writes: Sequence[FileWrite]) -> None:
-    """Put back what ``writes`` replaced (best effort: this runs while another error is raised)."""
-    from tiermem.tiers.core import atomic_write
-
+    """Put back what ``writes`` replaced where it is still there (best effort: this runs while
+    another error is raised; where the files are rows, the rollback has undone them already)."""
     for write in reversed(writes):
         try:
+            if write.files.read(write.rel) == write.old:
+                continue
             if write.old is None:
-                write.target.unlink(missing_ok=True)
+                write.files.remove(write.rel)
             else:
-                atomic_write(write.target, write.old)
+                write.files.replace(write.rel, write.old)
         except (OSError, StorageError):
             continue

@@ -14,21 +14,25 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import ImportConflict, InvalidInput
 from tiermem.storage.facts import TOMBSTONE_HASH_PREFIX
 from tiermem.transfer import schema as s
 from tiermem.transfer.schema import where
-from tiermem.transfer.section import Restore, Row, Section, TableSpec, rows_of, scope_filter, table_section
+from tiermem.transfer.section import Restore, Row, Section, TableSpec, names, rows_of, scope_filter, table_section
 from tiermem.types import CATEGORIES, SUMMARY_KEYS, Scope
 from tiermem.validate import normalise
+
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
 
 NOT_EXPORTED = frozenset({
     "chunks", "indexed_files", "search_docs", "search_removed", "search_words", "search_grams",
     "search_words_vocab", "search_grams_vocab", "change_epochs", "meta", "sqlite_sequence",
     "journal_intents",  # write-ahead marks of Daily appends in flight: settled by the next writer, never carried
+    "memory_files", "memory_blocks",  # PostgreSQL: the Markdown files as rows, which travel as the files section
+    "search_models", "search_vectors", "search_terms",  # PostgreSQL's vector index and keyword vocabulary
 })
 AGENT_SCOPE = {"user_id": s.name, "agent_name": s.name}
 
@@ -40,33 +44,66 @@ _FACT_FIELDS = {"id": s.identifier, **AGENT_SCOPE, "content": s.content, "catego
 _FACT_SAME = [f for f in _FACT_FIELDS if f != "id"]
 
 
-def _dump_facts(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+def _dump_facts(db: Database, scope: Scope | None) -> list[Row]:
     flt, args = scope_filter("agent", scope)
-    return rows_of(conn, f"SELECT {', '.join(_FACT_FIELDS)} FROM facts WHERE {flt}"
+    return rows_of(db, f"SELECT {', '.join(_FACT_FIELDS)} FROM facts WHERE {flt}"
                          " ORDER BY user_id, agent_name, created_at, id", args)
 
 
-def _restore_facts(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+def _restore_facts(db: Database, rows: list[Row], how: Restore) -> int:
+    """Each fact as it was, merged by id: an equal fact is left alone; another fact with its id, or
+    another id with its content in its scope, is a conflict unless ``replace`` (then it goes). The
+    decisions are made row by row in Python, then written in two batches."""
+    conn = db.conn
+    stored, norms = _stored_facts(db, rows)
+    writes: dict[str, tuple[Any, ...]] = {}
+    gone: list[tuple[Any, ...]] = []
     for row in rows:
         content = how.clean(row["content"])
         norm = normalise(content)
-        old = conn.execute(f"SELECT {', '.join(_FACT_SAME)} FROM facts WHERE id = ?", (row["id"],)).fetchone()
-        if old is not None and dict(old) == {**{k: row[k] for k in _FACT_SAME}, "content": content}:
+        new = {**{k: row[k] for k in _FACT_SAME}, "content": content}
+        old = stored.get(row["id"])
+        if old is not None and {k: old[k] for k in _FACT_SAME} == new:
             continue
         if old is not None and not how.replace:
             raise ImportConflict(f"fact {row['id']} exists with other content; use --replace to overwrite")
-        twin = conn.execute("SELECT id FROM facts WHERE user_id = ? AND agent_name = ? AND norm = ? AND id != ?",
-                            (row["user_id"], row["agent_name"], norm, row["id"])).fetchone()
-        if twin is not None and not how.replace:
-            raise ImportConflict(f"fact {row['id']} has the content of fact {twin[0]} in scope"
-                                 f" {row['user_id']}/{row['agent_name']}; use --replace to keep the imported one")
-        conn.execute("DELETE FROM facts WHERE id = ? OR (user_id = ? AND agent_name = ? AND norm = ?)",
-                     (row["id"], row["user_id"], row["agent_name"], norm))
-        conn.execute("INSERT INTO facts (id, user_id, agent_name, content, norm, category, confidence, created_at,"
-                     " updated_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (row["id"], row["user_id"], row["agent_name"], content, norm, row["category"],
-                      float(row["confidence"]), row["created_at"], row["updated_at"], how.clean_id(row["source"])))
+        key = (row["user_id"], row["agent_name"], norm)
+        twin = norms.get(key)
+        if twin is not None and twin != row["id"]:
+            if not how.replace:
+                raise ImportConflict(f"fact {row['id']} has the content of fact {twin} in scope"
+                                     f" {row['user_id']}/{row['agent_name']}; use --replace to keep the imported one")
+            stored.pop(twin, None)
+            writes.pop(twin, None)
+        if old is not None:
+            norms.pop((old["user_id"], old["agent_name"], old["norm"]), None)
+        gone.append((row["id"], *key))
+        stored[row["id"]] = {**new, "norm": norm}
+        norms[key] = row["id"]
+        writes.pop(row["id"], None)  # written in the order of the file (insertion order is kept)
+        writes[row["id"]] = (row["id"], *key[:2], content, norm, row["category"], float(row["confidence"]),
+                             row["created_at"], row["updated_at"], how.clean_id(row["source"]))
+    conn.executemany("DELETE FROM facts WHERE id = ? OR (user_id = ? AND agent_name = ? AND norm = ?)", gone)
+    conn.executemany("INSERT INTO facts (id, user_id, agent_name, content, norm, category, confidence, created_at,"
+                     " updated_at, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(writes.values()))
     return len(rows)
+
+
+def _stored_facts(db: Database, rows: list[Row]) -> tuple[dict[str, Row], dict[tuple[str, str, str], str]]:
+    """The target's facts with the imported ids (``id -> row``), and the ids of its facts in the
+    imported scopes by ``(user, agent, norm)``."""
+    fields = ", ".join(["id", "norm", *_FACT_SAME])
+    ids = sorted({row["id"] for row in rows})
+    stored: dict[str, Row] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        found = db.conn.execute(f"SELECT {fields} FROM facts WHERE id IN ({', '.join('?' for _ in part)})", part)
+        stored.update({r["id"]: dict(r) for r in found})
+    norms: dict[tuple[str, str, str], str] = {}
+    for user, agent in sorted({(row["user_id"], row["agent_name"]) for row in rows}):
+        found = db.conn.execute("SELECT id, norm FROM facts WHERE user_id = ? AND agent_name = ?", (user, agent))
+        norms.update({(user, agent, str(r[1])): str(r[0]) for r in found})
+    return stored, norms
 
 
 def _check_confidence(section: str, rows: list[Row]) -> None:
@@ -81,15 +118,20 @@ _AUDIT_FIELDS = {"id": s.count, **AGENT_SCOPE, "at": s.timestamp, "action": s.te
 _AUDIT_BODY = [f for f in _AUDIT_FIELDS if f != "id"]
 
 
-def _dump_audit(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+def _dump_audit(db: Database, scope: Scope | None) -> list[Row]:
     flt, args = scope_filter("agent", scope)
-    return rows_of(conn, f"SELECT {', '.join(_AUDIT_FIELDS)} FROM audit WHERE {flt} ORDER BY id", args)
+    return rows_of(db, f"SELECT {', '.join(_AUDIT_FIELDS)} FROM audit WHERE {flt} ORDER BY id", args)
 
 
-def _restore_audit(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+def _restore_audit(db: Database, rows: list[Row], how: Restore) -> int:
     """An entry equal to one the target has is skipped; a new one keeps its id when that is free
-    and gets the next id otherwise (ids of a log are positions, not identities)."""
+    and gets the next id otherwise, past every id there (ids of a log are positions, not
+    identities). Written in one batch; the database's own numbering then moves past them."""
+    conn = db.conn
     known: dict[tuple[str, str], set[tuple[Any, ...]]] = {}
+    taken = {int(r[0]) for r in conn.execute("SELECT id FROM audit")}
+    next_id = max(taken, default=0) + 1
+    new: list[tuple[Any, ...]] = []
     for row in rows:
         entry = {**row, "content": how.clean_optional(row["content"]), "reason": how.clean(row["reason"]),
                  "source": how.clean_id(row["source"])}
@@ -101,18 +143,21 @@ def _restore_audit(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> i
         body = tuple(entry[f] for f in _AUDIT_BODY)
         if body in known[scope]:
             continue
-        taken = conn.execute("SELECT 1 FROM audit WHERE id = ?", (entry["id"],)).fetchone() is not None
-        names = _AUDIT_BODY if taken else list(_AUDIT_FIELDS)
-        conn.execute(f"INSERT INTO audit ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                     [entry[n] for n in names])
+        entry_id = next_id if entry["id"] in taken else int(entry["id"])
+        taken.add(entry_id)
+        next_id = max(next_id, entry_id + 1)
+        new.append((entry_id, *body))
         known[scope].add(body)
+    marks = ", ".join("?" for _ in _AUDIT_FIELDS)
+    conn.executemany(f"INSERT INTO audit ({names(list(_AUDIT_FIELDS))}) VALUES ({marks})", new)
+    db.parts.sync_ids(db, "audit", "id")  # the next entry's id comes after the ones written here
     return len(rows)
 
 
 # --- plans: the stored records (storage.plans checks and restores them) --------------------------
-def _dump_plans(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+def _dump_plans(db: Database, scope: Scope | None) -> list[Row]:
     flt, args = scope_filter("agent", scope)
-    found = conn.execute(f"SELECT data FROM plans WHERE {flt} ORDER BY user_id, agent_name, created_at, id", args)
+    found = db.conn.execute(f"SELECT data FROM plans WHERE {flt} ORDER BY user_id, agent_name, created_at, id", args)
     return [json.loads(row[0]) for row in found]
 
 
@@ -136,12 +181,12 @@ def _check_plans(section: str, rows: list[Row]) -> None:
                 raise InvalidInput(f"{where(section, index, field)}: {problem}")
 
 
-def _restore_plans(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
-    from tiermem.storage.plans import restore_plans
+def _restore_plans(db: Database, rows: list[Row], how: Restore) -> int:
+    from tiermem.plans.records import restore_plans
 
     cleaned = [{**row, "title": how.clean(row["title"]), "checklist": how.clean(row["checklist"]),
                 "sessionIds": [how.clean_id(i) for i in row.get("sessionIds", [])]} for row in rows]
-    return restore_plans(conn, cleaned, how.replace)
+    return restore_plans(db.conn, cleaned, how.replace)
 
 
 # --- the update queue: items waiting for extraction, and dead ones -------------------------------
@@ -150,11 +195,11 @@ _OUTBOX_FIELDS = {"thread_id": s.identifier, **AGENT_SCOPE, "messages": s.json_l
                   "enqueued_at": s.timestamp, "not_before": s.timestamp}
 
 
-def _dump_outbox(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+def _dump_outbox(db: Database, scope: Scope | None) -> list[Row]:
     """Pending and dead items; one being processed is exported as pending (as if the process died),
     unless a newer pending item of its thread already holds its messages."""
     flt, args = scope_filter("agent", scope)
-    found = rows_of(conn, "SELECT thread_id, user_id, agent_name, messages, status, attempts, last_error,"
+    found = rows_of(db, "SELECT thread_id, user_id, agent_name, messages, status, attempts, last_error,"
                           f" enqueued_at, not_before FROM outbox WHERE {flt} ORDER BY enqueued_at, id", args)
     pending = {(r["thread_id"], r["user_id"], r["agent_name"]) for r in found if r["status"] == "pending"}
     out: list[Row] = []
@@ -177,9 +222,10 @@ def _check_outbox(section: str, rows: list[Row]) -> None:
             raise InvalidInput(f"{where(section, index, 'messages')}: {exc}") from exc
 
 
-def _restore_outbox(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+def _restore_outbox(db: Database, rows: list[Row], how: Restore) -> int:
     from tiermem.queue.process import prepare_messages
 
+    conn = db.conn
     for row in rows:
         messages = json.dumps(prepare_messages(row["messages"], scrub=how.scrub is not None), ensure_ascii=False)
         key = (how.clean_id(row["thread_id"]), row["user_id"], row["agent_name"])
@@ -206,13 +252,13 @@ def _restore_outbox(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> 
 _EMBEDDING_FIELDS = {"content_hash": s.text(), "model": s.text(), "dim": s.count, "vector": s.base64_bytes}
 
 
-def _scope_hashes(conn: sqlite3.Connection, scope: Scope) -> set[str]:
+def _scope_hashes(db: Database, scope: Scope) -> set[str]:
     """Hashes of the texts embedded for the scope's items: each item's own, and its sentences'."""
     from tiermem.search.indexer import text_hash
     from tiermem.search.parts import sentence_parts
     from tiermem.storage.chunks import SHARED_AGENT
 
-    found = conn.execute("SELECT embed_hash, text FROM search_docs WHERE user_id = ? AND agent_name IN (?, ?)",
+    found = db.conn.execute("SELECT embed_hash, text FROM search_docs WHERE user_id = ? AND agent_name IN (?, ?)",
                          (scope.user_id, scope.agent_name, SHARED_AGENT))
     hashes: set[str] = set()
     for embed_hash, text in found:
@@ -222,9 +268,9 @@ def _scope_hashes(conn: sqlite3.Connection, scope: Scope) -> set[str]:
     return hashes
 
 
-def _dump_embeddings(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
-    rows = conn.execute("SELECT content_hash, model, dim, vector FROM embeddings ORDER BY model, content_hash")
-    wanted = _scope_hashes(conn, scope) if scope is not None else None
+def _dump_embeddings(db: Database, scope: Scope | None) -> list[Row]:
+    rows = db.conn.execute("SELECT content_hash, model, dim, vector FROM embeddings ORDER BY model, content_hash")
+    wanted = _scope_hashes(db, scope) if scope is not None else None
     return [{"content_hash": h, "model": m, "dim": d, "vector": base64.b64encode(v).decode("ascii")}
             for h, m, d, v in rows if wanted is None or h in wanted]
 
@@ -235,9 +281,10 @@ def _check_embeddings(section: str, rows: list[Row]) -> None:
             raise InvalidInput(f"{where(section, index, 'vector')}: not {row['dim']} float32 values")
 
 
-def _restore_embeddings(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+def _restore_embeddings(db: Database, rows: list[Row], how: Restore) -> int:
     """Vectors are a cache: one the target has already (same text hash and model) stays."""
-    conn.executemany("INSERT OR IGNORE INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)",
+    db.conn.executemany("INSERT INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (content_hash, model) DO NOTHING",
                      [(r["content_hash"], r["model"], r["dim"], base64.b64decode(r["vector"])) for r in rows])
     return len(rows)
 
@@ -276,7 +323,7 @@ _TABLES = (
               ("user_id", "agent_name", "norm"), "agent", "user_id, agent_name, norm", transform=_clean_tombstone),
     TableSpec("core_versions", {"id": s.count, "user_id": s.name, "created_at": s.timestamp, "cause": s.text(),
                                 "content": s.text(), "existed": s.count, "sha256": s.text()},
-              ("id",), "user", "id", transform=_clean_version),
+              ("id",), "user", "id", transform=_clean_version, ids="id"),
     TableSpec("dream_state", {"user_id": s.name, "daily_sha256": s.text(), "days": s.day_list, "at": s.timestamp},
               ("user_id",), "user", "user_id"),
     TableSpec("consolidated_prefix", {"user_id": s.name, "day": s.day, "offset": s.count, "sha256": s.sha256,
@@ -290,7 +337,7 @@ _TABLES = (
 )
 
 # --- day marks of exports made before prefix marks (issue 14) -----------------------------------
-def _restore_day_marks(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+def _restore_day_marks(db: Database, rows: list[Row], how: Restore) -> int:
     """An old day mark said only "a dream consumed this day", not which bytes it read, and the
     exported file may hold records appended after that dream: restored, it could let retention
     delete them (R12). Such rows are checked, counted and dropped; those days stay until a dream
@@ -300,7 +347,7 @@ def _restore_day_marks(conn: sqlite3.Connection, rows: list[Row], how: Restore) 
 
 #: Sections that older files may hold and import accepts, but that are no longer written.
 LEGACY_SECTIONS: tuple[Section, ...] = (
-    Section("consolidated_days", {"user_id": s.name, "day": s.day, "at": s.timestamp}, lambda conn, scope: [],
+    Section("consolidated_days", {"user_id": s.name, "day": s.day, "at": s.timestamp}, lambda db, scope: [],
             _restore_day_marks),
 )
 #: Sections of version 2 that files written before them lack (they import without them).

@@ -9,16 +9,19 @@ one that exists with other content is an :class:`~tiermem.errors.ImportConflict`
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tiermem.errors import ImportConflict
 from tiermem.transfer.schema import Check, check_rows
 from tiermem.types import Scope
 
+if TYPE_CHECKING:
+    from tiermem.storage.sql import Database
+
 Row = dict[str, Any]
+INTERNAL_COLUMNS = frozenset({"rowid"})
 #: How a scope selects a table's rows: by (user, agent), by user (files and dreams are per
 #: user), or by the flush-hash namespace of the scope.
 ScopeKind = Literal["agent", "user", "namespace"]
@@ -52,23 +55,24 @@ class Section:
 
     name: str
     fields: Mapping[str, Check] | None  # None: ``extra_check`` checks the whole row
-    dump: Callable[[sqlite3.Connection, Scope | None], list[Row]]
-    restore: Callable[[sqlite3.Connection, list[Row], Restore], int]
+    dump: Callable[[Database, Scope | None], list[Row]]
+    restore: Callable[[Database, list[Row], Restore], int]  # inside the import's transaction
     table: str | None = None  # its columns added by a newer schema travel along too
     extra_check: Callable[[str, list[Row]], None] | None = None
 
-    def check(self, conn: sqlite3.Connection, rows: Any) -> None:
+    def check(self, db: Database, rows: Any) -> None:
         """Raise :class:`~tiermem.errors.InvalidInput` naming the first bad row and field."""
         known = set(self.fields or ())
-        extra = frozenset(columns(conn, self.table)) - known if self.table else frozenset()
+        extra = frozenset(added_columns(db, self.table, known)) if self.table else frozenset()
         check_rows(self.name, rows, self.fields, extra)
         if self.extra_check is not None:
             self.extra_check(self.name, rows)
 
 
-def columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    """The table's columns in schema order."""
-    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
+def added_columns(db: Database, table: str, known: Collection[str]) -> list[str]:
+    """Columns of ``table`` beyond ``known``: those a newer schema added, which travel along. Not the
+    insertion order a backend keeps by itself (PostgreSQL's ``rowid`` of facts and tombstones)."""
+    return [c for c in db.parts.columns(db, table) if c not in known and c not in INTERNAL_COLUMNS]
 
 
 def like_prefix(prefix: str) -> str:
@@ -89,26 +93,35 @@ def scope_filter(kind: ScopeKind, scope: Scope | None) -> tuple[str, list[Any]]:
     return "(" + " OR ".join("namespace LIKE ? ESCAPE '\\'" for _ in prefixes) + ")", prefixes
 
 
-def rows_of(conn: sqlite3.Connection, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-    return [dict(row) for row in conn.execute(sql, args)]
+def rows_of(db: Database, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+    return [dict(row) for row in db.conn.execute(sql, args)]
 
 
-def merge_row(conn: sqlite3.Connection, section: str, table: str, row: Row, key: Sequence[str], restore: Restore,
+def names(columns: Sequence[str]) -> str:
+    """Column names quoted, joined by commas (``"offset"`` is a reserved word on PostgreSQL)."""
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def merge_row(db: Database, section: str, table: str, row: Row, key: Sequence[str], restore: Restore,
               ignore: Sequence[str] = ()) -> None:
     """Insert ``row`` unless an equal row (``ignore`` columns aside) has its key; another row with
-    that key is a conflict unless ``restore.replace``."""
-    names = [c for c in row]
-    where = " AND ".join(f"{k} = ?" for k in key)
-    old = conn.execute(f"SELECT {', '.join(names)} FROM {table} WHERE {where}", [row[k] for k in key]).fetchone()
+    that key is a conflict unless ``restore.replace`` (then the imported row replaces it)."""
+    conn = db.conn
+    columns = list(row)
+    where = " AND ".join(f'"{k}" = ?' for k in key)
+    old = conn.execute(f"SELECT {names(columns)} FROM {table} WHERE {where}", [row[k] for k in key]).fetchone()
     if old is not None:
-        differs = [c for c in names if c not in ignore and old[c] != row[c]]
+        differs = [c for c in columns if c not in ignore and old[c] != row[c]]
         if not differs:
             return
         if not restore.replace:
             raise ImportConflict(f"{section} {', '.join(str(row[k]) for k in key)} exists with other content"
                                  f" ({', '.join(differs)}); use --replace to overwrite")
-    marks = ", ".join("?" for _ in names)
-    conn.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES ({marks})", [row[c] for c in names])
+    marks = ", ".join("?" for _ in columns)
+    sets = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c not in key)
+    conflict = f"DO UPDATE SET {sets}" if sets else "DO NOTHING"
+    conn.execute(f"INSERT INTO {table} ({names(columns)}) VALUES ({marks}) ON CONFLICT ({names(key)}) {conflict}",
+                 [row[c] for c in columns])
 
 
 @dataclass(frozen=True)
@@ -122,20 +135,23 @@ class TableSpec:
     order: str
     ignore: tuple[str, ...] = ()  # columns a merge does not compare (when a mark was made)
     transform: Callable[[Row, Restore], Row] | None = field(default=None)  # redaction, derived columns
+    ids: str | None = None  # an id column the database numbers: its sequence moves past the imported ids
 
 
 def table_section(spec: TableSpec) -> Section:
     """The :class:`Section` of a plain table (its newer columns included)."""
 
-    def dump(conn: sqlite3.Connection, scope: Scope | None) -> list[Row]:
+    def dump(db: Database, scope: Scope | None) -> list[Row]:
         where, args = scope_filter(spec.scope, scope)
-        wanted = [*spec.fields, *(c for c in columns(conn, spec.name) if c not in spec.fields)]
-        return rows_of(conn, f"SELECT {', '.join(wanted)} FROM {spec.name} WHERE {where} ORDER BY {spec.order}", args)
+        wanted = [*spec.fields, *added_columns(db, spec.name, spec.fields)]
+        return rows_of(db, f"SELECT {names(wanted)} FROM {spec.name} WHERE {where} ORDER BY {spec.order}", args)
 
-    def restore(conn: sqlite3.Connection, rows: list[Row], how: Restore) -> int:
+    def restore(db: Database, rows: list[Row], how: Restore) -> int:
         for row in rows:
-            merge_row(conn, spec.name, spec.name, spec.transform(row, how) if spec.transform else row, spec.key,
+            merge_row(db, spec.name, spec.name, spec.transform(row, how) if spec.transform else row, spec.key,
                       how, spec.ignore)
+        if spec.ids is not None:
+            db.parts.sync_ids(db, spec.name, spec.ids)
         return len(rows)
 
     return Section(spec.name, spec.fields, dump, restore, table=spec.name)

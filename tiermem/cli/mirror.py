@@ -31,6 +31,8 @@ def mirror(ctx: click.Context, as_json: bool) -> None:
         print_json({"user": mem.scope.user_id, "backend": mem.db.backend, "written": written})
     elif mem.db.backend == "sqlite":
         click.echo("the files under the root are the store (SQLite): nothing to mirror")
+    elif not written:  # opening the store already refreshed what had changed
+        click.echo(f"the mirror of user {mem.scope.user_id} under {mem.root} is up to date")
     else:
-        click.echo(f"mirrored {len(written)} file(s) of user {mem.scope.user_id} to {mem.root}"
-                   + (": " + ", ".join(written) if written else ""))
+        click.echo(f"mirrored {len(written)} file(s) of user {mem.scope.user_id} to {mem.root}: "
+                   + ", ".join(written))

@@ -16,7 +16,7 @@ from tiermem.config import Settings
 from tiermem.search.indexer import Indexer
 from tiermem.search.vectors import TIER_CODE
 from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
-from tiermem.storage.search import REMOVED_LOG_KEEP, DocFilter, SearchIndex
+from tiermem.storage.search import DocFilter, SearchIndex
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -38,10 +38,7 @@ class DatabaseIndexer(Indexer):
     def refresh(self) -> None:
         """After a write: embed new items (waits its turn behind other writers)."""
         self.embed_pending()
-        removed = self.docs.high_water()[1]
-        if removed - self._pruned_at > REMOVED_LOG_KEEP:
-            self.docs.prune_removed_log()
-            self._pruned_at = removed
+        self._prune_removed_log()
 
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:

@@ -32,7 +32,7 @@ from tiermem.errors import ProviderError
 from tiermem.search.parts import sentence_parts
 from tiermem.search.vectors import TIER_CODE
 from tiermem.storage.embeddings import EmbeddingRepository, PendingDoc
-from tiermem.storage.search import SearchIndex
+from tiermem.storage.search import REMOVED_LOG_KEEP, SearchIndex
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -280,6 +280,13 @@ class Indexer:
     # --- searching (per backend: in memory, :mod:`.loaded`; in the database, :mod:`.database`) ---
     def _reset(self) -> None:
         """Forget what was loaded (after a re-index)."""
+
+    def _prune_removed_log(self) -> None:
+        """Trim the log of removed items once it grew past :data:`REMOVED_LOG_KEEP` since the last trim."""
+        removed = self.docs.high_water()[1]
+        if removed - self._pruned_at > REMOVED_LOG_KEEP:
+            self.docs.prune_removed_log()
+            self._pruned_at = removed
 
     def refresh(self) -> None:
         """After a write: embed new items (and bring loaded state up to date)."""

@@ -26,7 +26,7 @@ from tiermem.search.filters import SearchFilters
 from tiermem.search.indexer import PENDING_BATCH, Indexer
 from tiermem.search.vectors import CATEGORY_CODE, NO_CATEGORY, NO_TIME, TIER_CODE, VectorIndex
 from tiermem.storage.embeddings import EmbeddingRepository, VectorRow
-from tiermem.storage.search import REMOVED_LOG_KEEP, SearchIndex
+from tiermem.storage.search import SearchIndex
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -67,10 +67,7 @@ class LoadedIndexer(Indexer):
         with self._sync_lock:
             for scope in list(self._loaded):
                 self._sync_locked(scope)
-            removed = self.docs.high_water()[1]
-            if removed - self._pruned_at > REMOVED_LOG_KEEP:
-                self.docs.prune_removed_log()
-                self._pruned_at = removed
+            self._prune_removed_log()
 
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
+
+from tiermem.errors import InvalidInput
 
 if TYPE_CHECKING:
     from tiermem.redact import Redactor
@@ -101,3 +104,11 @@ class Database(Protocol):
     def transaction(self) -> AbstractContextManager[Any]: ...
 
     def close(self) -> None: ...
+
+
+def check_lock_name(name: str) -> PurePosixPath:
+    """A lock's ``name`` (``Backend.lock``) as a relative path that stays under the root (no ``..``, not absolute)."""
+    rel = PurePosixPath(name)
+    if not name or rel.is_absolute() or ".." in rel.parts or "\\" in name or not rel.name:
+        raise InvalidInput(f"a lock name is a relative path under the memory root, got {name!r}")
+    return rel

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from tiermem.errors import StorageError
 from tiermem.storage.postgres.pool import connect_error
-from tiermem.storage.sqlite.locks import check_name
+from tiermem.storage.sql import check_lock_name
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database
@@ -48,7 +48,7 @@ class _PgStore(Protocol):
 def lock(db: Database, name: str, timeout: float) -> AbstractContextManager[Any]:
     """Advisory lock ``name``; waits at most ``timeout`` seconds (0: one try, negative: no
     limit), then raises ``TimeoutError``."""
-    check_name(name)
+    check_lock_name(name)
     return _held(cast(_PgStore, db), name, timeout)
 
 

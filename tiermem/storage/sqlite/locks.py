@@ -9,20 +9,20 @@ folder (``0700``/``0600``); a folder on the way that is a link leading out of th
 
 from __future__ import annotations
 
-import contextlib
 import os
 from contextlib import AbstractContextManager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from tiermem.errors import InvalidInput, UnsafePath
+from tiermem.errors import UnsafePath
+from tiermem.storage.sql import check_lock_name
+from tiermem.tiers.paths import make_dirs
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database
 
 POLL_SECONDS = 0.002
 FILE_MODE = 0o600
-DIR_MODE = 0o700
 
 
 class _FileStore(Protocol):
@@ -43,32 +43,12 @@ def lock_path(db: Database, name: str) -> Path:
     """The real path of lock ``name``, its folder created; see the module docstring."""
     store = cast(_FileStore, db)
     base = Path(os.path.realpath(store.path.parent))
-    rel = check_name(name)
+    rel = check_lock_name(name)
     path = base / rel
     real_parent = Path(os.path.realpath(path.parent))
     if not (store.allow_symlinks or real_parent == base or real_parent.is_relative_to(base)):
         raise UnsafePath(f"{rel.parent.as_posix()} leads outside the memory root {base} (to {real_parent}) through a"
                          " symbolic link; tiermem does not follow it: remove the link, or set allow_symlinks = true"
                          " (TIERMEM_ALLOW_SYMLINKS=1)", path.parent)
-    _make_dirs(base, real_parent)
+    make_dirs(real_parent)
     return real_parent / path.name
-
-
-def check_name(name: str) -> PurePosixPath:
-    """``name`` as a relative path that stays under the root (no ``..``, not absolute)."""
-    rel = PurePosixPath(name)
-    if not name or rel.is_absolute() or ".." in rel.parts or "\\" in name or not rel.name:
-        raise InvalidInput(f"a lock name is a relative path under the memory root, got {name!r}")
-    return rel
-
-
-def _make_dirs(base: Path, folder: Path) -> None:
-    """Create ``folder`` and its missing parents with 0700 (existing folders are left alone)."""
-    missing: list[Path] = []
-    current = folder
-    while current != base and not current.exists() and current.parent != current:
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another process made it first
-            path.mkdir(mode=DIR_MODE)

@@ -245,7 +245,23 @@ def _files(conn: Any) -> None:
     files.create_files_schema(conn)
 
 
-MIGRATIONS: list[Migration] = [_base, _search, _files]
+def _scope_term_stats(conn: Any) -> None:
+    """Step 4 (issue 16): per-scope keyword statistics. Slot; intentionally empty until filled."""
+
+
+def _store_items(conn: Any) -> None:
+    """Step 5 (issue 17): LangGraph store items. Slot; intentionally empty until filled."""
+
+
+def _session_items(conn: Any) -> None:
+    """Step 6 (issue 17): agent SDK session items. Slot; intentionally empty until filled."""
+
+
+def _call_log(conn: Any) -> None:
+    """Step 7 (issue 17): the LLM call log. Slot; intentionally empty until filled."""
+
+
+MIGRATIONS: list[Migration] = [_base, _search, _files, _scope_term_stats, _store_items, _session_items, _call_log]
 
 
 def version(conn: Any) -> int:

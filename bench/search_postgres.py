@@ -32,7 +32,7 @@ from tiermem.storage.postgres.vectors import EF_SEARCH, EXACT_MAX_ROWS, PgVector
 from tiermem.storage.search import DocFilter
 from tiermem.types import Scope
 
-FORMAT = 3  # bump when the layout of the built schema changes
+FORMAT = 4  # bump when the layout of the built schema changes (4: the `indexed` flag, issue 16)
 EF_SWEEP = (40, 100, 200, 400)
 
 
@@ -105,11 +105,11 @@ def _write_block(conn: Any, key: int, model: str, user: str, start: int, m: int,
         doc_ids = dict(conn.execute("UPDATE search_docs d SET embed_hash = l.hash FROM bench_links l WHERE d.source"
                                     " = 'fact' AND d.ref = l.ref RETURNING d.ref, d.id").fetchall())
         with conn.cursor().copy("COPY search_vectors (doc_id, model_key, content_hash, own, user_id, agent_name, tier,"
-                                " category, at, vector) FROM STDIN WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int4", "text", "bool", "text", "text", "text", "text", "text", "halfvec"])
+                                " category, at, vector, indexed) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int4", "text", "bool", "text", "text", "text", "text", "text", "halfvec", "bool"])
             for i, (fact_id, digest) in enumerate(zip(ids, digests, strict=True)):
                 copy.write_row((doc_ids[fact_id], key, digest, True, user, "default", "fact", "knowledge", now,
-                                halfvec(matrix[start + i].astype("<f4").tobytes())))
+                                halfvec(matrix[start + i].astype("<f4").tobytes()), True))  # in the graph
 
 
 def _built(base: str, schema: str) -> bool:
@@ -165,7 +165,7 @@ def recall_at_10(db: PgDatabase, qs: list[tuple[str, Any]], ef: int, asked: int)
     vq = PgVectorQueries(db, ef_search=ef)
     where = vq.where(SCOPE, MODEL, DocFilter())
     assert where is not None
-    condition, values, _, _ = where
+    condition, values, *_ = where
     recall, times = [], []
     for _, vec in qs:
         blob = vec.astype("<f4").tobytes()
@@ -197,7 +197,7 @@ def crossover(cache: Path, url: str | None, sizes: tuple[int, ...] = (500, 1000,
         qs = queries(count, vocab, vectors(size, 2))
         where = vq.where(Scope(f"cross{size}", "default"), f"cross-{size}", DocFilter())
         assert where is not None
-        condition, values, dim, _ = where
+        condition, values, dim, *_ = where
         exact, walk = [], []
         for _, vec in qs:
             vector = halfvec(vec.astype("<f4").tobytes())

@@ -1,9 +1,16 @@
 """P3, P5, P6: batched write throughput, ``import tiermem`` time, resident memory at 100k facts.
 
     python bench/write.py --json [--n 2000] [--batch 500] [--rss-facts 100000] [--embedder local]
+                         [--backend sqlite|postgres [--database-url URL]] [--runs 3] [--write-only]
 
 - facts/s: ``mem.facts.add_many`` of ``n`` facts of ~12 words in batches, embedding included (the
   default embedder), in a fresh store; the time spent in the embedder is reported beside it;
+  ``--runs`` alternates it with the bare embedder on the same texts in the same batches
+  (``bare_texts_per_s``) and reports medians and the ratio facts/s : bare texts/s (the machine is
+  shared: the ratio is the figure to compare across runs), wall and CPU time (``*_cpu``: this
+  process's CPU seconds, all threads, which other processes on the machine barely move);
+  ``--embedder none`` times the write path alone (a zero-cost embedder);
+  ``--backend postgres``: a fresh schema on ``--database-url`` or the private benchmark server;
 - ``import tiermem``: median wall time of a fresh interpreter importing it (5 runs);
 - RSS: a fresh process opens a store of ``rss-facts`` facts (vectors stored for the embedder's
   model, written directly as in ``bench/search.py``, so building it does not take an hour of
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,6 +50,18 @@ def fact_texts(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+class NullEmbedder:
+    """``--embedder none``: the same unit vector for every text, at no cost (the write path alone)."""
+
+    dim = 384
+    model_id = "null-384"
+
+    def embed(self, texts: list[str]) -> Any:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
 class TimedEmbedder:
     """Wraps the embedder to measure the time spent embedding."""
 
@@ -67,27 +87,68 @@ class TimedEmbedder:
             self.texts += len(texts)
 
 
-def throughput(n: int, batch: int, embedder_name: str) -> dict[str, Any]:
-    from tiermem import Memory
-    from tiermem.facts.store import NewFact
+def load_embedder(name: str) -> TimedEmbedder:
     from tiermem.models.registry import ProviderOptions, make_embedder
 
-    embedder = TimedEmbedder(make_embedder(embedder_name, ProviderOptions()))
+    embedder = TimedEmbedder(NullEmbedder() if name == "none" else make_embedder(name, ProviderOptions()))
     embedder.embed(["warm up the model"])  # load time is not write time
     embedder.seconds, embedder.texts = 0.0, 0
-    texts = fact_texts(n)
+    return embedder
+
+
+def store_options(backend: str, url: str | None, run: int) -> dict[str, Any]:
+    if backend != "postgres":
+        return {}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from pgserver import fresh_schema
+
+    return {"database_url": fresh_schema(f"bench_write_{run}", url)}
+
+
+def write_once(embedder: TimedEmbedder, texts: list[str], batch: int, options: dict[str, Any]) -> dict[str, Any]:
+    from tiermem import Memory
+    from tiermem.facts.store import NewFact
+
+    embedder.seconds, embedder.texts = 0.0, 0
     with tempfile.TemporaryDirectory(prefix="tiermem-write-") as tmp, \
-            Memory(tmp, embedder=embedder, max_facts=n + 1) as mem:
-        started = time.perf_counter()
-        for start in range(0, n, batch):
+            Memory(tmp, embedder=embedder, max_facts=len(texts) + 1, **options) as mem:
+        started, cpu = time.perf_counter(), time.process_time()
+        for start in range(0, len(texts), batch):
             mem.facts.add_many([NewFact(t) for t in texts[start:start + batch]])
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         stored = mem.facts.count()
-        assert mem.vector_status().missing == 0
-    return {"facts": stored, "seconds": round(seconds, 2), "facts_per_s": round(stored / seconds, 1),
-            "embed_seconds": round(embedder.seconds, 2),
-            "embed_texts_per_s": round(embedder.texts / embedder.seconds, 1) if embedder.seconds else None,
-            "batch": batch, "embedder": embedder.model_id}
+        assert stored == len(texts) and mem.vector_status().missing == 0
+    return {"facts_per_s": stored / seconds, "facts_per_s_cpu": stored / cpu, "embed_share": embedder.seconds / seconds}
+
+
+def bare_once(embedder: TimedEmbedder, texts: list[str], batch: int) -> dict[str, Any]:
+    """The embedder alone on the same texts, in the same batches."""
+    started, cpu = time.perf_counter(), time.process_time()
+    for start in range(0, len(texts), batch):
+        embedder.embed(texts[start:start + batch])
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"bare_texts_per_s": len(texts) / seconds, "bare_texts_per_s_cpu": len(texts) / cpu}
+
+
+def throughput(n: int, batch: int, embedder_name: str, runs: int = 1, backend: str = "sqlite",
+               url: str | None = None) -> dict[str, Any]:
+    embedder = load_embedder(embedder_name)
+    texts = fact_texts(n)
+    samples: dict[str, list[float]] = {}
+    for run in range(runs):  # alternated, so both see the same machine load
+        figures = write_once(embedder, texts, batch, store_options(backend, url, run))
+        figures |= bare_once(embedder, texts, batch)
+        for key, value in figures.items():
+            samples.setdefault(key, []).append(value)
+    med = {key: statistics.median(values) for key, values in samples.items()}
+    return {"facts": n, "batch": batch, "embedder": embedder.model_id, "backend": backend, "runs": runs,
+            "facts_per_s": round(med["facts_per_s"], 1), "facts_per_s_runs": [round(v) for v in samples["facts_per_s"]],
+            "facts_per_s_cpu": round(med["facts_per_s_cpu"], 1), "embed_share": round(med["embed_share"], 3),
+            "bare_texts_per_s": round(med["bare_texts_per_s"], 1),
+            "bare_texts_per_s_cpu": round(med["bare_texts_per_s_cpu"], 1),
+            "ratio_to_bare": round(med["facts_per_s"] / med["bare_texts_per_s"], 3),
+            "ratio_to_bare_cpu": round(med["facts_per_s_cpu"] / med["bare_texts_per_s_cpu"], 3),
+            "load_avg_1m": round(os.getloadavg()[0], 2)}
 
 
 def import_time(runs: int = 5) -> float:
@@ -140,9 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--cache", default="/tmp/tiermem-bench")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--runs", type=int, default=1, help="alternated write / bare-embedder runs (medians)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--database-url", help="PostgreSQL server (default: the private benchmark server)")
+    parser.add_argument("--write-only", action="store_true", help="skip the import-time and RSS figures")
     args = parser.parse_args(argv)
-    result = {"write": throughput(args.n, args.batch, args.embedder), "import_s": import_time(),
-              "rss": rss(args.rss_facts, args.embedder, Path(args.cache))}
+    result: dict[str, Any] = {"write": throughput(args.n, args.batch, args.embedder, args.runs, args.backend,
+                                                  args.database_url)}
+    if not args.write_only and args.embedder != "none":  # the RSS child needs a registered embedder
+        result |= {"import_s": import_time(), "rss": rss(args.rss_facts, args.embedder, Path(args.cache))}
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
     return 0
 

@@ -73,8 +73,10 @@ def test_doctor_json(store: Path) -> None:
     result = invoke(store, "--json")
     data = json.loads(result.stdout)
     assert result.exit_code == 0 and data["ok"] is True and data["exit_code"] == 0
-    assert set(data) == {"root", "ok", "exit_code", "checked", "problems", "notices", "unchecked", "repairs"}
+    assert set(data) == {"root", "ok", "exit_code", "checked", "problems", "notices", "unchecked", "repairs",
+                         "vector_model"}
     assert data["root"] == str(store) and "search index" in data["checked"]
+    assert data["vector_model"] == HashEmbedder().model_id  # what the vectors were made with (issue 16)
 
 
 def test_doctor_writes_nothing_even_on_a_damaged_store(store: Path) -> None:

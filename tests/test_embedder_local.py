@@ -40,7 +40,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def embedder(cache_dir: Path) -> LocalEmbedder:
-    emb = LocalEmbedder(cache_dir=cache_dir)
+    emb = LocalEmbedder(cache_dir=cache_dir, precision="fp32")  # the parity test is for fp32 (issue 16)
     emb.load()
     assert emb.built_graph, "a fresh cache directory must trigger a build"
     return emb
@@ -111,7 +111,7 @@ def test_empty_list_and_bad_input(embedder: LocalEmbedder) -> None:
 def test_cached_graph_is_reused(embedder: LocalEmbedder, cache_dir: Path) -> None:
     assert embedder.graph_path is not None and embedder.graph_path.parent.parent == cache_dir
     before = embedder.graph_path.stat().st_mtime_ns
-    again = LocalEmbedder(cache_dir=cache_dir)
+    again = LocalEmbedder(cache_dir=cache_dir, precision="fp32")
     again.load()
     assert not again.built_graph and again.graph_path == embedder.graph_path
     assert embedder.graph_path.stat().st_mtime_ns == before
@@ -125,7 +125,7 @@ def test_damaged_cached_graph_is_rebuilt(embedder: LocalEmbedder, tmp_path: Path
     broken = tmp_path / "cache" / "onnx" / embedder.graph_path.name
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"not an onnx model")
-    fresh = LocalEmbedder(cache_dir=tmp_path / "cache")
+    fresh = LocalEmbedder(cache_dir=tmp_path / "cache", precision="fp32")
     texts = ["rebuilt after damage"]
     np.testing.assert_allclose(fresh.embed(texts), embedder.embed(texts), atol=1e-6)
     assert fresh.built_graph and broken.stat().st_size > 1_000_000
@@ -134,7 +134,7 @@ def test_damaged_cached_graph_is_rebuilt(embedder: LocalEmbedder, tmp_path: Path
 def test_unwritable_cache_still_embeds(embedder: LocalEmbedder, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("a file where the cache directory should be")
-    fresh = LocalEmbedder(cache_dir=blocker / "cache")
+    fresh = LocalEmbedder(cache_dir=blocker / "cache", precision="fp32")
     texts = ["works without a cache"]
     np.testing.assert_allclose(fresh.embed(texts), embedder.embed(texts), atol=1e-6)
     assert fresh.graph_path is None and fresh.built_graph
@@ -185,7 +185,7 @@ def test_package_not_installed_names_the_install_command(monkeypatch: pytest.Mon
 
 
 def test_concurrent_first_use_loads_once(cache_dir: Path, embedder: LocalEmbedder) -> None:
-    shared = LocalEmbedder(cache_dir=cache_dir)
+    shared = LocalEmbedder(cache_dir=cache_dir, precision="fp32")
     texts = [f"thread {i} asks about bees" for i in range(8)]
     results: dict[int, np.ndarray] = {}
     sessions: set[int] = set()
@@ -201,3 +201,66 @@ def test_concurrent_first_use_loads_once(cache_dir: Path, embedder: LocalEmbedde
         thread.join()
     assert len(sessions) == 1 and not shared.built_graph
     np.testing.assert_allclose(np.concatenate([results[i] for i in range(8)]), embedder.embed(texts), atol=2e-5)
+
+
+# --- the int8 graph (issue 16): the default, judged by ranking agreement with fp32 -------------
+
+
+@pytest.fixture(scope="module")
+def int8_embedder(cache_dir: Path) -> LocalEmbedder:
+    emb = LocalEmbedder(cache_dir=cache_dir, precision="int8")
+    emb.load()
+    return emb
+
+
+def _corpus() -> list[str]:
+    """Varied short texts (the kind a memory holds) and questions about them."""
+    subjects = ["Alice", "My brother", "The client", "Caroline", "Our team", "Bob"]
+    actions = ["moved to Berlin", "adopted a puppy", "started a pottery class", "is allergic to peanuts",
+               "booked a trip to Lisbon", "switched to green tea", "runs a marathon in May", "fixed the billing bug"]
+    texts = [f"{who} {what}." for who in subjects for what in actions]
+    return texts + [f"Who {what}?" for what in actions] + ["When is the dentist appointment?", "东京", "?!"]
+
+
+def test_int8_rankings_agree_with_fp32(embedder: LocalEmbedder, int8_embedder: LocalEmbedder) -> None:
+    texts = _corpus()
+    full, quantised = embedder.embed(texts), int8_embedder.embed(texts)
+    cosines = np.sum(full * quantised, axis=1)
+    assert cosines.min() >= 0.97 and cosines.mean() >= 0.99, (cosines.min(), cosines.mean())
+    top_full = np.argsort(-(full @ full.T), axis=1)[:, 1:11]
+    top_int8 = np.argsort(-(quantised @ full.T), axis=1)[:, 1:11]  # int8 queries against fp32 documents too
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(top_full, top_int8, strict=True)])
+    assert overlap >= 0.9, overlap
+
+
+def test_int8_vectors_do_not_depend_on_the_batch(int8_embedder: LocalEmbedder) -> None:
+    texts = _corpus()[:20] + [" ".join(f"word{i}" for i in range(300))]  # a long text pads the batch
+    batched = int8_embedder.embed(texts)
+    singles = np.concatenate([int8_embedder.embed([t]) for t in texts])
+    np.testing.assert_allclose(batched, singles, atol=2e-5)
+    np.testing.assert_allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+
+
+def test_int8_has_its_own_model_id_graph_file_and_registry_name(
+    embedder: LocalEmbedder, int8_embedder: LocalEmbedder, cache_dir: Path
+) -> None:
+    from tiermem.models.registry import ProviderOptions, make_embedder
+
+    assert int8_embedder.model_id == "all-MiniLM-L6-v2-int8@" + PINNED_SHA256["model.safetensors"][:8]
+    assert int8_embedder.model_id != embedder.model_id and int8_embedder.dim == 384
+    assert int8_embedder.graph_path is not None and int8_embedder.graph_path != embedder.graph_path
+    assert int8_embedder.graph_path.parent == cache_dir / "onnx"
+    assert int8_embedder.graph_path.stat().st_size < embedder.graph_path.stat().st_size  # type: ignore[union-attr]
+    named = make_embedder("local:all-MiniLM-L6-v2-int8", ProviderOptions(extra={"cache_dir": str(cache_dir)}))
+    assert named.model_id == int8_embedder.model_id
+    with pytest.raises(ConfigError, match="precision"):
+        LocalEmbedder(precision="int4")
+    with pytest.raises(ConfigError, match="all-MiniLM-L6-v2-int8"):
+        make_embedder("local:bge-small", ProviderOptions())
+
+
+def test_graph_builder_rejects_unknown_linear_kinds() -> None:
+    from tiermem.embedders.bert_graph import build_bert_graph
+
+    with pytest.raises(ValueError, match="unknown linear kinds"):
+        build_bert_graph({}, {}, int8=frozenset({"attention"}))

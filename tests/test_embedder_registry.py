@@ -27,7 +27,7 @@ def test_hash_embedder_by_name() -> None:
 def test_local_embedder_by_name(tmp_path: Path) -> None:
     emb = make_embedder("local", ProviderOptions(extra={"cache_dir": str(tmp_path), "batch_size": 8}))
     assert isinstance(emb, LocalEmbedder) and emb.dim == 384
-    assert make_embedder("local:all-MiniLM-L6-v2", ProviderOptions()).model_id == emb.model_id
+    assert make_embedder("local:all-MiniLM-L6-v2-int8", ProviderOptions()).model_id == emb.model_id  # the default
     with pytest.raises(ConfigError, match="only all-MiniLM-L6-v2"):
         make_embedder("local:bge-small", ProviderOptions())
     assert list(tmp_path.iterdir()) == []  # constructing builds nothing

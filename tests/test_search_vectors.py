@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -119,3 +122,58 @@ def test_wrong_shape_is_rejected() -> None:
     with pytest.raises(ValueError):
         index.add(np.array([1], np.int64), np.zeros((1, DIM + 1), np.float32), np.zeros(1, np.int8),
                   np.zeros(1, np.int8), np.zeros(1, np.int64))
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+@pytest.mark.parametrize("mode", ["exact", "shortlist", "int8"])
+def test_a_saved_index_maps_back_to_the_same_answers(mode: str, mapped: bool, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """:mod:`tiermem.search.vector_file`: every mode, part vectors, then changes in place after the
+    load (copy-on-write: the file stays as written); mapped, or read as on Windows."""
+    from tiermem.search import vector_file
+    from tiermem.search.vector_file import FileKey, load, save
+
+    monkeypatch.setattr(vector_file, "MAP_FILES", mapped)
+
+    vectors = clustered(3000, seed=5)
+    options = {"exact": {}, "shortlist": {"exact_max": 1000}, "int8": {"exact_max": 1000, "float_max": 2000}}[mode]
+    exact = {i + 1: vectors[i] for i in range(len(vectors))}
+    fetch = lambda ids: {int(i): exact[int(i)] for i in ids if int(i) in exact}  # noqa: E731
+    index = VectorIndex(DIM, fetch_exact=fetch, **options)
+    fill(index, vectors)
+    index.add_parts(np.array([5, 5, 17], np.int64), clustered(3, seed=6))
+    index.remove([40, 41])
+    assert index.mode == mode
+    key = FileKey("store", "u", "a", "model", DIM, "shape")
+    path = tmp_path / "u" / "a.vec"
+    def commit(rename: Callable[[], None]) -> bool:
+        rename()
+        return True
+
+    assert save(path, key, index, 3000, 7, commit)
+    written = path.read_bytes()
+    loaded = load(path, key, fetch_exact=fetch, **options)
+    assert loaded is not None and (loaded.doc_seq, loaded.removed_seq) == (3000, 7)
+    again = loaded.index
+    assert again.mode == mode and len(again) == len(index) and again.parts == 3
+    for q in (vectors[4], vectors[1234], clustered(1, seed=8)[0]):
+        assert again.search(q, 10) == index.search(q, 10)
+        assert again.similarities(q, [5, 17, 40, 99]) == index.similarities(q, [5, 17, 40, 99])
+    again.remove([5, 6])
+    fill(again, vectors[:2], first_id=5000)
+    exact.update({5000: vectors[0], 5001: vectors[1]})
+    assert 5 not in again and {doc for doc, _ in again.search(vectors[0], 2)} == {1, 5000}
+    assert path.read_bytes() == written
+    assert load(path, FileKey("store", "u", "a", "other model", DIM, "shape")) is None
+
+
+def test_arrays_that_do_not_fit_are_refused() -> None:
+    index = VectorIndex(DIM)
+    fill(index, clustered(10))
+    arrays = dict(index.arrays())
+    with pytest.raises(ValueError):
+        VectorIndex.from_arrays(DIM, {**arrays, "tiers": arrays["tiers"][:5]})
+    with pytest.raises(ValueError):
+        VectorIndex.from_arrays(DIM, {**arrays, "ids": np.ones(10, np.int64)})  # an id twice
+    with pytest.raises(ValueError):
+        VectorIndex.from_arrays(DIM, {k: v for k, v in arrays.items() if k != "f32"})

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tiermem.calls.prices import Prices, parse_prices
 from tiermem.errors import ConfigError
 
 CONFIG_FILE = "tiermem.toml"
@@ -72,11 +73,18 @@ class Settings:
     search_keyword_budget: int = 5_000  # summed document frequency of the terms one query may use (BM25 cost)
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
     search_context_weight: float = 0.75  # that context's weight against the chunk's own text (BM25, score)
+    search_reply_support: float = 0.1  # order: a daily record after a question gains this x its score (thread.py)
+    search_next_support: float = 0.05  # order: ... and this x the score of another speaker's reply after it
     search_sentence_vectors: bool = True  # also a vector per sentence of longer items (max-sim); LoCoMo +0.02 R@5
     search_max_part_vectors: int = 100_000  # per scope; above it sentence vectors are dropped (memory)
+    search_derived_vectors: bool = True  # a Markdown chunk's vector combined from its sentences' (issue 16)
     search_exact_max_items: int = 50_000  # above: binary-code shortlist, then re-scoring
     search_float_max_items: int = 250_000  # above: int8 vectors in memory, exact re-scoring from SQLite
     search_shortlist: int = 2000  # shortlist size of the binary-code step
+    search_index_file: bool = True  # SQLite: keep each scope's vector index in <root>/.vectors/ (fast cold start)
+    call_log_retention_days: int = 90  # rows of the LLM call log older than this are removed (docs/calls.md)
+    log_prompts: bool = False  # the call log keeps prompt and reply texts (redacted) only when true
+    prices: Prices = Prices()  # USD per million tokens per provider:model: [prices."openai:gpt-4o-mini"]
 
     def tz(self) -> tzinfo:
         """The configured time zone, or the system's local zone."""
@@ -95,6 +103,8 @@ _FIELDS = {f.name: f for f in fields(Settings)}
 
 def _coerce(name: str, value: Any, source: str) -> Any:
     """Convert ``value`` (maybe a string from the environment) to the field's type."""
+    if name == "prices":  # the one nested table: {"provider:model": {input_per_mtok, output_per_mtok}}
+        return parse_prices(value, source)
     kind = str(_FIELDS[name].type)
     optional = "None" in kind
     if value is None or (optional and isinstance(value, str) and value.strip().lower() in ("", "none", "off")):
@@ -136,7 +146,7 @@ def _check(settings: Settings) -> Settings:
         raise ConfigError("inject_core_max_share must be within [0, 1]")
     for name in ("max_facts", "max_injection_tokens", "max_live_sessions", "session_max_tokens",
                  "daily_retention_days", "queue_max_attempts", "dream_lookback_days", "extract_min_turns",
-                 "dream_input_tokens", "tool_result_max_chars"):
+                 "dream_input_tokens", "tool_result_max_chars", "call_log_retention_days"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name} must be at least 1")
     for name in ("debounce_seconds", "update_delay_seconds", "provider_timeout_seconds", "extract_idle_seconds",
@@ -157,7 +167,8 @@ def _check(settings: Settings) -> Settings:
 def _check_search(settings: Settings) -> None:
     if settings.search_fusion not in ("rrf", "weighted"):
         raise ConfigError(f"search_fusion must be 'rrf' or 'weighted', got {settings.search_fusion!r}")
-    if min(settings.search_keyword_weight, settings.search_vector_weight, settings.search_context_weight) < 0:
+    if min(settings.search_keyword_weight, settings.search_vector_weight, settings.search_context_weight,
+           settings.search_reply_support, settings.search_next_support) < 0:
         raise ConfigError("search weights must not be negative")
     if settings.search_min_score is not None and not 0.0 <= settings.search_min_score <= 1.0:
         raise ConfigError("search_min_score must be within [0, 1]")
@@ -183,6 +194,8 @@ def read_file(root: Path) -> dict[str, Any]:
     table = data.get("tiermem", data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tiermem] must be a table")
+    if table is not data and "prices" in data and "prices" not in table:  # [prices."m"] beside [tiermem]
+        table = {**table, "prices": data["prices"]}
     return table
 
 

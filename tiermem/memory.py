@@ -27,6 +27,7 @@ from tiermem.storage.sql import Database
 from tiermem.types import Fact, Scope, SearchHit
 
 if TYPE_CHECKING:
+    from tiermem.calls.log import CallLog
     from tiermem.compress import CompressionResult
     from tiermem.dream.runner import DreamResult, DreamRunner, RollbackResult
     from tiermem.dream.schedule import DreamScheduler
@@ -108,27 +109,37 @@ class Memory:
     # --- providers -------------------------------------------------------------------------
     @lazy_property
     def llm(self) -> ChatModel | None:
-        """The chat model: the object given, else the configured name (``none`` = no LLM)."""
+        """The chat model: the object given, else the configured name (``none`` = no LLM); logged (:attr:`calls`)."""
         if self._llm_object is not None:
-            return self._llm_object
+            return self.calls.wrap_llm(self._llm_object)
         from tiermem.models.registry import ProviderOptions, make_llm
 
         options = ProviderOptions(base_url=self.settings.llm_base_url,
                                   timeout=self.settings.provider_timeout_seconds,
                                   max_retries=self.settings.provider_max_retries)
-        return make_llm(self.settings.llm, options)
+        return self.calls.wrap_llm(make_llm(self.settings.llm, options))
 
     @lazy_property
     def embedder(self) -> Embedder:
-        """The embedder: the object given, else the configured name (default ``local``)."""
+        """The embedder: the object given, else the configured name (default ``local``: the local
+        graph the store's vectors were made with, int8 for a new store); remote ones logged."""
         if self._embedder_object is not None:
-            return self._embedder_object
+            return self.calls.wrap_embedder(self._embedder_object)
         from tiermem.models.registry import ProviderOptions, make_embedder
+        from tiermem.storage.embeddings import EmbeddingRepository
 
         options = ProviderOptions(base_url=self.settings.embedder_base_url,
                                   timeout=self.settings.provider_timeout_seconds,
-                                  max_retries=self.settings.provider_max_retries)
-        return make_embedder(self.settings.embedder, options)
+                                  max_retries=self.settings.provider_max_retries,
+                                  stored_model=EmbeddingRepository(self.db).index_model())
+        return self.calls.wrap_embedder(make_embedder(self.settings.embedder, options))
+
+    @lazy_property
+    def calls(self) -> CallLog:
+        """The LLM call log of this scope: ``list(...)``, ``totals(...)`` (docs/calls.md)."""
+        from tiermem.calls.log import CallLog
+
+        return CallLog(self.db, self.settings, self.clock, self.scope)
 
     # --- Core tier: facts ------------------------------------------------------------------
     @lazy_property
@@ -136,7 +147,7 @@ class Memory:
         policy = FactPolicy(self.settings.fact_confidence_threshold, self.settings.max_facts,
                             self.settings.redact_secrets)
         store = FactStore(self._repo, self.scope, self.clock, policy)
-        store.subscribe(self._fact_changed)  # embeds new facts right after the commit
+        store.subscribe_batch(self._facts_changed)  # embeds new facts right after the commit
         return store
 
     def format_for_injection(self, max_tokens: int | None = None, query: str | None = None) -> str:
@@ -196,7 +207,7 @@ class Memory:
         """
         from tiermem.compress import compress
 
-        return compress(messages, protect_turns, llm=options.pop("llm", self.llm), **options)
+        return compress(messages, protect_turns, llm=self.calls.wrap_llm(options.pop("llm", self.llm)), **options)
 
     def search(self, query: str, k: int = 10, category: str | None = None, tier: str | None = None,
                since: Any = None, until: Any = None, include_pending: bool = False,
@@ -221,8 +232,8 @@ class Memory:
         engine.before_search.append(self.refresh_index)
         return engine
 
-    def _fact_changed(self, event: str, fact: Fact) -> None:
-        self._search.on_fact_change(event, fact)
+    def _facts_changed(self, events: list[tuple[str, Fact]]) -> None:
+        self._search.on_fact_change(*events[-1])  # one refresh embeds all of a batch (issue 16)
 
     def _chunks_changed(self, event: str, chunk_ids: list[int]) -> None:
         self._search.on_chunk_change(event, chunk_ids)

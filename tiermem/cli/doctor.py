@@ -68,6 +68,8 @@ def _show(data: dict[str, object]) -> None:
         if isinstance(rows, dict):
             held = ", ".join(f"{table} {count}" for table, count in rows.items() if count)
             click.echo(f"rows: {held or 'none'}")
+    if data.get("vector_model"):
+        click.echo(f"search vectors: {data['vector_model']}")
     for key, label in (("problems", "problem"), ("unchecked", "not checked"), ("notices", "notice")):
         items = data[key]
         assert isinstance(items, list)

@@ -127,16 +127,20 @@ def note(ctx: click.Context, text: str, kind: str, as_json: bool) -> None:
 @cli.command()
 @click.option("--vectors/--no-vectors", default=True, show_default=True,
               help="Also embed items missing a vector for the current embedder.")
+@click.option("--embedder", metavar="NAME", default=None,
+              help="Embed with NAME and make it the index's model (e.g. local:all-MiniLM-L6-v2-int8 moves a"
+                   " store indexed with fp32 to the int8 graph; plain `local` then keeps using it).")
 @json_option
 @click.pass_context
-def reindex(ctx: click.Context, vectors: bool, as_json: bool) -> None:
+def reindex(ctx: click.Context, vectors: bool, embedder: str | None, as_json: bool) -> None:
     """Rebuild the search index from MEMORY.md and the daily files (after hand edits or a model change).
 
     \b
     Example:
       tiermem reindex
+      tiermem reindex --embedder local:all-MiniLM-L6-v2-int8
     """
-    mem = state_of(ctx).memory()
+    mem = state_of(ctx).memory(embedder=embedder) if embedder else state_of(ctx).memory()
     files = mem.reindex()
     data: dict[str, object] = {"files": files}
     if vectors:

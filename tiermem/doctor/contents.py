@@ -124,11 +124,19 @@ _UNBACKED = {
 }
 
 
+def find_vector_model(conn: Any, report: DoctorReport, columns: Callable[[Any, str], set[str]]) -> None:
+    """Record which embedder model the stored vectors belong to (the ``meta`` key the indexer keeps)."""
+    if "value" in columns(conn, "meta"):
+        row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
+        report.vector_model = str(row["value"]) if row is not None else None
+
+
 def check_index(conn: sqlite3.Connection, report: DoctorReport, root: Path, users: list[str]) -> None:
     if not {"chunks", "indexed_files", "search_docs"} <= {str(r[0]) for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}:
         return
     report.checked.append("search index")
+    find_vector_model(conn, report, _columns)
     behind: list[str] = []
     wrong: list[str] = []
     for user in users:

@@ -66,6 +66,7 @@ def check_postgres(url: str, report: DoctorReport, now: datetime, lease_seconds:
             if _schema(conn, report, label):
                 _extension(conn, report)
                 _rows(conn, report)
+                contents.find_vector_model(conn, report, _columns)
                 contents.check_queue(conn, report, now, lease_seconds, _columns)
     except psycopg.Error as exc:
         report.unchecked.append(f"the database {label} could not be read: {_reason(exc, url)}")

@@ -35,6 +35,9 @@ class DoctorReport:
     #: a database server's store (PostgreSQL): its URL without the password, schema version,
     #: extension and rows per table; empty for the SQLite file under the root
     database: dict[str, Any] = field(default_factory=dict)
+    #: the embedder model the search vectors were made with (``None``: none yet); plain ``local``
+    #: keeps using it (issue 16: a store indexed with fp32 MiniLM stays fp32 until a reindex)
+    vector_model: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -56,6 +59,8 @@ class DoctorReport:
                 "repairs": sorted(self.repairs)}
         if self.database:
             data["database"] = dict(self.database)
+        if self.vector_model is not None:
+            data["vector_model"] = self.vector_model
         return data
 
 

@@ -6,6 +6,16 @@ pinned by sha256 and verified on load. The ONNX graph is built from the safetens
 first use (:mod:`tiermem.embedders.bert_graph`) and cached under the user's cache directory
 (``$TIERMEM_CACHE_DIR`` overrides it), keyed by the weights' hash and the graph version.
 
+Two graphs, each with its own ``model_id`` (their vectors are never mixed in a store):
+``local:all-MiniLM-L6-v2-int8`` has int8 weights in most linears
+(:data:`tiermem.embedders.bert_graph.INT8_LINEARS`): about 2.3x the throughput, top-10 neighbours
+0.97 in agreement with fp32, LoCoMo R@10 not lower (bench/README.md, issue 16), so it is the
+default for new stores; ``local:all-MiniLM-L6-v2`` is the fp32 graph (parity with
+sentence-transformers). Plain ``local`` names no graph: it picks the one the store's vector index
+was built with (:func:`resolve_precision`), so a store indexed with fp32 before int8 became the
+default keeps searching with fp32 vectors (no reindex, no missing vectors) until
+``tiermem reindex --embedder local:all-MiniLM-L6-v2-int8`` moves it over.
+
 Constructing a :class:`LocalEmbedder` is cheap (it only reads the small config files); the
 hashes, tokenizer and onnxruntime session are loaded on the first :meth:`LocalEmbedder.embed`
 or an explicit :meth:`LocalEmbedder.load`.
@@ -32,7 +42,7 @@ if TYPE_CHECKING:
 
     from tiermem.models.registry import ProviderOptions
 
-__all__ = ["LocalEmbedder", "create_local_embedder", "find_model_dir", "default_cache_dir"]
+__all__ = ["LocalEmbedder", "create_local_embedder", "default_cache_dir", "find_model_dir", "resolve_precision"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +62,12 @@ _HINT = (
     "(or choose another embedder, e.g. embedder='openai:text-embedding-3-small')."
 )
 _TOKEN_BUDGET = 4096  # tokens per onnxruntime call: bounds the attention matrices for long texts
+#: ``precision`` -> the suffix of the model name and id (the fp32 graph has none).
+PRECISIONS = {"fp32": "", "int8": "-int8"}
+#: What plain ``local`` runs in a store without vectors of either graph (and what
+#: :class:`LocalEmbedder` runs unless told): the int8 graph met the issue-16 rule for becoming the
+#: default (dev R@10 not lower, top-10 agreement with fp32 >= 0.9, bench/README.md).
+DEFAULT_PRECISION = "int8"
 
 
 def find_model_dir() -> Path:
@@ -136,7 +152,8 @@ class LocalEmbedder:
     :func:`default_cache_dir`. ``threads`` batches run at once (default: the usable cores, at
     most 8), each single-threaded in onnxruntime: on 2 cores this beat intra-op parallelism by
     ~15-20% in interleaved runs (less synchronisation), with the same latency for one query.
-    Thread-safe.
+    ``precision``: ``"int8"`` (the default, :data:`DEFAULT_PRECISION`) or ``"fp32"`` (parity with
+    sentence-transformers); see the module docstring. Thread-safe.
     """
 
     def __init__(
@@ -146,9 +163,13 @@ class LocalEmbedder:
         cache_dir: str | os.PathLike[str] | None = None,
         threads: int | None = None,
         batch_size: int = 32,
+        precision: str = DEFAULT_PRECISION,
     ) -> None:
         if batch_size < 1 or (threads is not None and threads < 1):
             raise ConfigError("batch_size and threads must be positive")
+        if precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        self._precision = precision
         self._folder = Path(model_dir) if model_dir is not None else find_model_dir()
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._threads = threads or _default_threads()
@@ -175,7 +196,11 @@ class LocalEmbedder:
 
     @property
     def model_id(self) -> str:
-        return f"{MODEL_NAME}@{self._weights_sha[:8]}"
+        return f"{MODEL_NAME}{PRECISIONS[self._precision]}@{self._weights_sha[:8]}"
+
+    @property
+    def precision(self) -> str:
+        return self._precision
 
     @property
     def max_seq_length(self) -> int:
@@ -202,19 +227,21 @@ class LocalEmbedder:
         return tokenizer
 
     def _graph_file(self) -> Path:
-        from tiermem.embedders.bert_graph import GRAPH_VERSION
+        from tiermem.embedders.bert_graph import GRAPH_VERSION, INT8_VERSION
 
         root = self._cache_dir or default_cache_dir()
-        return root / "onnx" / f"{MODEL_NAME}-{self._weights_sha[:16]}-g{GRAPH_VERSION}.onnx"
+        suffix = f"{PRECISIONS[self._precision]}v{INT8_VERSION}" if self._precision == "int8" else ""
+        return root / "onnx" / f"{MODEL_NAME}-{self._weights_sha[:16]}-g{GRAPH_VERSION}{suffix}.onnx"
 
     def _build_graph(self) -> bytes:
         from safetensors.numpy import load_file
 
-        from tiermem.embedders.bert_graph import build_bert_graph
+        from tiermem.embedders.bert_graph import INT8_LINEARS, build_bert_graph
 
-        log.info("building the ONNX graph of %s (first use; cached afterwards)", MODEL_NAME)
+        log.info("building the %s ONNX graph of %s (first use; cached afterwards)", self._precision, MODEL_NAME)
         weights = load_file(str(self._folder / "model.safetensors"))
-        return build_bert_graph(weights, self._config)
+        int8 = INT8_LINEARS if self._precision == "int8" else frozenset()
+        return build_bert_graph(weights, self._config, int8=int8)
 
     def _load_session(self) -> Any:
         import onnxruntime as ort
@@ -310,17 +337,38 @@ class LocalEmbedder:
         return result
 
 
-def create_local_embedder(model: str, options: ProviderOptions) -> LocalEmbedder:
-    """Registry factory for ``local`` (or ``local:all-MiniLM-L6-v2``).
+def resolve_precision(model: str, stored_model: str | None = None) -> str:
+    """The precision a ``local`` model name picks; :class:`ConfigError` for a name not ours.
 
-    ``options.extra`` may set ``model_dir``, ``cache_dir``, ``threads`` and ``batch_size``.
+    An explicit name (``all-MiniLM-L6-v2``, ``all-MiniLM-L6-v2-int8``) picks its graph. No name
+    (plain ``local``) picks the graph ``stored_model`` - the model id the store's vector index was
+    built with - belongs to, so changing :data:`DEFAULT_PRECISION` never strands a store's
+    vectors; a store without MiniLM vectors gets :data:`DEFAULT_PRECISION`.
     """
-    if model.strip() and model.strip().lower() != MODEL_NAME.lower():
-        raise ConfigError(f"the local embedder provides only {MODEL_NAME}, not {model!r}")
+    names = {(MODEL_NAME + suffix).lower(): precision for precision, suffix in PRECISIONS.items()}
+    wanted = model.strip().lower()
+    if not wanted:
+        stored_name = (stored_model or "").partition("@")[0].lower()
+        return names.get(stored_name, DEFAULT_PRECISION)
+    if wanted not in names:
+        raise ConfigError(f"the local embedder provides only {MODEL_NAME} (and its int8 graph, {MODEL_NAME}-int8),"
+                          f" not {model!r}")
+    return names[wanted]
+
+
+def create_local_embedder(model: str, options: ProviderOptions) -> LocalEmbedder:
+    """Registry factory for ``local`` (the store's graph, see :func:`resolve_precision`),
+    ``local:all-MiniLM-L6-v2-int8`` (the int8 graph) and ``local:all-MiniLM-L6-v2`` (fp32).
+
+    ``options.extra`` may set ``model_dir``, ``cache_dir``, ``threads``, ``batch_size`` and
+    ``precision`` (which wins over the name).
+    """
+    precision = resolve_precision(model, options.stored_model)
     extra = options.extra or {}
     return LocalEmbedder(
         extra.get("model_dir"),
         cache_dir=extra.get("cache_dir"),
         threads=extra.get("threads"),
         batch_size=int(extra.get("batch_size", 32)),
+        precision=str(extra.get("precision", precision)),
     )

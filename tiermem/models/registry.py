@@ -25,6 +25,9 @@ class ProviderOptions:
     timeout: float = 60.0
     max_retries: int = 3
     extra: dict[str, Any] | None = None
+    #: the model id the store's vector index was built with (``None``: no vectors yet); a factory
+    #: may resolve a bare alias (plain ``local``) to it, so a new default never strands old vectors
+    stored_model: str | None = None
 
 
 LLMFactory = Callable[[str, ProviderOptions], ChatModel | None]

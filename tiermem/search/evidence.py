@@ -12,8 +12,8 @@ A score is built from two pieces of evidence, each in [0, 1], and never rescaled
   context holds it (a daily record's neighbours and its date in words), but only if the item's
   own text holds some query term: context supports what an item says, it does not stand in
   for it; else 0.
-  ``idf(t) = ln(1 + (N + 1000 - n + 0.5) / (n + 0.5))`` with ``N`` items in the store and ``n``
-  items whose own text holds ``t``: a rare term weighs more than a common one. The 1,000 is a
+  ``idf(t) = ln(1 + (N + 1000 - n + 0.5) / (n + 0.5))`` with ``N`` items in the scope and ``n``
+  items of the scope whose own text holds ``t``: a rare term weighs more than a common one. The 1,000 is a
   prior, as if the store also held 1,000 items without the term, so the weights of a small
   store do not swing as it grows. Terms too common to check within ``search_keyword_budget``
   (only in stores of thousands of items) are left out of both sums.

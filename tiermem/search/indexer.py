@@ -15,6 +15,10 @@
   blends in the chunk before it) a vector of its text alone; these part vectors are cached by
   hash like any text (and linked to the item for a database that searches them) and found again
   from the item's text when a scope is loaded; the index scores the item by its best vector.
+- With ``search_derived_vectors`` on (the default), a Markdown chunk's own vector is not embedded:
+  it is combined (:func:`combine`) from the vectors of its sentences - its parts, embedded anyway -
+  and of the chunk before's, so a journal record costs one embedding per sentence, about the
+  tokens of its text, instead of about three times that (issue 16: LoCoMo dev R@10 within 0.001).
 """
 
 from __future__ import annotations
@@ -154,49 +158,89 @@ class Indexer:
         daily record, its date in words; the contexts of the chunks just before new ones change
         too. Both depend only on the file, so an append and a full re-index give the same result.
         """
+        texts, _, contexts = self._plan(docs)
+        return texts, contexts
+
+    def _plan(self, docs: Sequence[PendingDoc]) -> tuple[list[str], list[str | None], list[tuple[str, int]]]:
+        """:meth:`prepare`, plus the text of the chunk blended into each item (``None``: none)."""
         texts = [doc.text for doc in docs]
+        before: list[str | None] = [None] * len(docs)
         contexts: list[tuple[str, int]] = []
         chunk_docs = {doc.id: i for i, doc in enumerate(docs) if doc.source == "chunk"}
         if not self.settings.search_chunk_context or not chunk_docs:
-            return texts, contexts
+            return texts, before, contexts
         for user_id, path in self.docs.files_of(list(chunk_docs)):
             items = self.docs.file_items(user_id, path)
             touched: set[int] = set()
             for position, (doc_id, text, _, _) in enumerate(items):
                 if doc_id in chunk_docs:
                     if position > 0:
+                        before[chunk_docs[doc_id]] = items[position - 1][1]
                         texts[chunk_docs[doc_id]] = items[position - 1][1] + "\n" + text
                     touched.update(range(max(0, position - CONTEXT_RADIUS), position + 1))
             for position in sorted(touched):
                 context = _keyword_context(items, position)
                 if context != items[position][3]:
                     contexts.append((context, items[position][0]))
-        return texts, contexts
+        return texts, before, contexts
 
     def _write(self, docs: Sequence[PendingDoc]) -> tuple[int, int]:
-        """Embed what is not cached and link every doc to its vector; ``(embedded, reused)``."""
+        """Embed what is not cached and link every doc to its vector; ``(embedded, reused)``.
+
+        With ``search_derived_vectors`` a Markdown chunk's own vector is not embedded but combined
+        from the vectors of its pieces and of the chunk before's (:func:`combine`): its sentences,
+        embedded anyway as its parts, so each text is embedded once. It is stored under the hash of
+        the text it stands for, like any vector."""
         if not docs:
             return 0, 0
-        texts, contexts = self.prepare(docs)
+        texts, before, contexts = self._plan(docs)
         hashes = [text_hash(t) for t in texts]
         model = self.model
         cached = self.vectors.cached(hashes, model)
-        fresh = {doc.id for doc, h in zip(docs, hashes, strict=True) if h not in cached}
+        fresh = [i for i, h in enumerate(hashes) if h not in cached]
+        fresh_ids = {docs[i].id for i in fresh}
         part_texts = self._part_texts([(doc.id, doc.text, doc.source) for doc in docs])
         part_links = [(text_hash(t), doc_id) for doc_id, t in part_texts]
-        parts = {h: t for (h, doc_id), (_, t) in zip(part_links, part_texts, strict=True)
-                 if doc_id in fresh}  # a known text's parts came with it
-        cached |= self.vectors.cached(list(parts), model)
-        todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in cached}
-        new_items = len(todo)
-        todo.update((h, t) for h, t in parts.items() if h not in cached)
+        todo = {h: t for (h, doc_id), (_, t) in zip(part_links, part_texts, strict=True)
+                if doc_id in fresh_ids}  # a known text's parts came with it
+        derived = [i for i in fresh if self.settings.search_derived_vectors and docs[i].source == "chunk"]
+        pieces = {text_hash(p): p for i in derived for p in self._pieces(docs[i].text, before[i])}
+        embedded = set(fresh) - set(derived)
+        todo.update((hashes[i], texts[i]) for i in sorted(embedded))
+        found = self.vectors.vectors_by_hash(list(pieces), model) if pieces else {}
+        known = set(found) | self.vectors.cached([h for h in todo if h not in pieces], model)
+        missing = {h: t for h, t in {**todo, **pieces}.items() if h not in known}
         blobs: list[tuple[str, bytes]] = []
-        if todo:
-            matrix = self._embed(list(todo.values()))
-            blobs = [(h, matrix[i].astype("<f4").tobytes()) for i, h in enumerate(todo)]
+        if missing:
+            matrix = self._embed(list(missing.values()))
+            blobs = [(h, matrix[i].astype("<f4").tobytes()) for i, h in enumerate(missing)]
+        if derived:
+            found.update(blobs)
+            blobs += [(hashes[i], self._derived(docs[i].text, before[i], found)) for i in derived]
         links = [(h, doc.id) for h, doc in zip(hashes, docs, strict=True)]
         self.vectors.store(model, self.embedder.dim, blobs, links, contexts, part_links)
+        new_items = len({hashes[i] for i in fresh})
         return new_items, len(docs) - new_items
+
+    def _pieces(self, text: str, before: str | None) -> list[str]:
+        """The texts whose vectors make up an item's derived vector: the sentences of it and of
+        the chunk blended in (each text whole when it is one sentence or sentences are off)."""
+        split = self.settings.search_sentence_vectors
+        return [p for t in (text, before) if t is not None for p in ((split and sentence_parts(t)) or [t])]
+
+    def _derived(self, text: str, before: str | None, vectors: dict[str, bytes]) -> bytes:
+        """The float32 blob of an item's derived vector, from its pieces' ``vectors`` (by hash)."""
+        import numpy as np
+
+        def of(t: str) -> npt.NDArray[np.float32]:
+            parts = self._pieces(t, None)
+            return combine([np.frombuffer(vectors[text_hash(p)], np.float32) for p in parts],
+                           [len(p.split()) for p in parts])
+
+        own = of(text)
+        if before is not None:
+            own = combine([of(before), own], [len(before.split()), len(text.split())])
+        return own.astype("<f4").tobytes()
 
     def _part_texts(self, items: Sequence[tuple[int, str, str]]) -> list[tuple[int, str]]:
         """``(doc id, part text)`` of the items' parts (none when the setting is off): each sentence
@@ -310,6 +354,18 @@ class Indexer:
     def blended_tiers(self) -> list[int]:
         """Tier codes whose own vector blends in the chunk before (``search_chunk_context``)."""
         return [TIER_CODE["core"], TIER_CODE["daily"]] if self.settings.search_chunk_context else []
+
+
+def combine(vectors: Sequence[npt.NDArray[np.float32]], weights: Sequence[int]) -> npt.NDArray[np.float32]:
+    """The L2-normalised weighted sum of unit vectors: how a mean-pooling embedder (MiniLM) would
+    see the texts joined, each weighing by its length (its words), without embedding them again."""
+    import numpy as np
+
+    total = np.zeros_like(vectors[0], dtype=np.float32)
+    for vector, weight in zip(vectors, weights, strict=True):
+        total += max(1, weight) * vector
+    norm = float(np.linalg.norm(total))
+    return (total / norm if norm > 0 else total).astype(np.float32)
 
 
 def _keyword_context(items: Sequence[tuple[int, str, str | None, str]], position: int) -> str:

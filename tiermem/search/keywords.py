@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from tiermem.search.evidence import QueryTerms, Term, idf
 from tiermem.search.fts import KeywordQuery
 from tiermem.search.hybrid import RankedList
-from tiermem.storage.search import DocFilter, SearchIndex
+from tiermem.storage.search import DfTerm, DocFilter, SearchIndex
 from tiermem.types import Scope
 
 SCAN_LIMIT = 5000  # items a short-term substring scan may collect
@@ -52,8 +52,8 @@ class KeywordSearch:
         self.docs = docs
         self.budget = budget
         self.context_weight = context_weight
-        self._df: dict[tuple[str, str], tuple[int, int]] = {}  # (index, term) -> (df, doc seq then)
-        self._total = (0, -1)  # (items in the store, doc seq when counted)
+        self._df: dict[tuple[Scope, str, str], tuple[int, int]] = {}  # (scope, index, term) -> (df, doc seq)
+        self._total: dict[Scope, tuple[int, int]] = {}  # scope -> (items in it, doc seq when counted)
         self._lock = threading.Lock()
 
     def run(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> KeywordResult:
@@ -61,7 +61,7 @@ class KeywordSearch:
         doc_seq = self.docs.high_water()[0]
         lists: list[RankedList] = []
         keys = self.docs.index_terms(list(query.words)) if query.words else []
-        words = self._affordable("words", list(query.words), keys, doc_seq)
+        words = self._affordable(scope, "words", _df_terms(query.words, keys), doc_seq)
         found: set[int] = set()
         if words:
             chosen = set(words)
@@ -69,12 +69,12 @@ class KeywordSearch:
                                           scope, flt, n, self.context_weight)
             lists.append(RankedList("words", weight, items))
             found = {doc_id for doc_id, _ in items}
-        grams = self._affordable("grams", list(query.grams), [[g.casefold()] for g in query.grams], doc_seq)
+        grams = self._affordable(scope, "grams", _df_terms(query.grams), doc_seq)
         if grams:
             lists.append(RankedList("grams", weight, self.docs.match_grams(grams, scope, flt, n)))
         if len(found) < n and query.substrings:
             pieces = [[s[i:i + 3] for i in range(len(s) - 2)] for s in query.substrings]
-            phrases = self._affordable("grams", list(query.substrings), pieces, doc_seq)
+            phrases = self._affordable(scope, "grams", _df_terms(query.substrings, pieces), doc_seq)
             if phrases:
                 extra = [(doc_id, score) for doc_id, score in self.docs.match_substrings(phrases, scope, flt, n)
                          if doc_id not in found]
@@ -83,24 +83,23 @@ class KeywordSearch:
         if query.short:
             scanned = self.docs.scan(query.short, scope, flt, SCAN_LIMIT)
             lists.append(RankedList("scan", weight, scan_ranking(scanned, query.short, n)))
-        return KeywordResult(lists, self._terms(query, keys, set(words), doc_seq, scanned))
+        return KeywordResult(lists, self._terms(scope, query, keys, set(words), doc_seq, scanned))
 
     # --- evidence --------------------------------------------------------------------------
-    def _terms(self, query: KeywordQuery, keys: list[list[str]], checked: set[str], doc_seq: int,
+    def _terms(self, scope: Scope, query: KeywordQuery, keys: list[list[str]], checked: set[str], doc_seq: int,
                scanned: Sequence[tuple[int, str]]) -> QueryTerms:
         """The query's terms with their weights (``keys``: each word's index terms); words too
-        common for the budget (not in ``checked``) are left out."""
-        total = self._items(doc_seq)
+        common for the budget (not in ``checked``) are left out. Counts are the scope's own."""
+        total = self._items(scope, doc_seq)
         terms: list[Term] = []
         if query.words:
-            df = self._doc_freqs("words:text", [k for w, group in zip(query.words, keys, strict=True)
-                                                if w in checked for k in group], doc_seq)
-            terms.extend(Term(word, idf(total, max(df[k] for k in group)), tuple(group))
-                         for word, group in zip(query.words, keys, strict=True) if group and word in checked)
+            words = [t for t in _df_terms(query.words, keys) if t.keys and t.text in checked]
+            df = self._doc_freqs(scope, "text", words, doc_seq)
+            terms.extend(Term(t.text, idf(total, df[t.text]), t.keys) for t in words)
         if query.grams:
-            folded = [g.casefold() for g in query.grams]
-            df = self._doc_freqs("grams", folded, doc_seq)
-            terms.extend(Term(g, idf(total, df[g])) for g in folded)
+            grams = _df_terms(query.grams)
+            df = self._doc_freqs(scope, "grams", grams, doc_seq)
+            terms.extend(Term(t.text, idf(total, df[t.text])) for t in grams)
         for needle in query.short:
             terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
         return QueryTerms(tuple(terms), self.context_weight)
@@ -120,23 +119,30 @@ class KeywordSearch:
         held = [{key: {"text"} for key in keys} for keys in self.docs.index_terms(list(texts))]
         return [terms.coverage(text, h) for text, h in zip(texts, held, strict=True)]
 
-    def _items(self, doc_seq: int) -> int:
-        """Items in the store, recounted when the store grew (or shrank) noticeably since."""
+    def _items(self, scope: Scope, doc_seq: int) -> int:
+        """Items in the scope, recounted when the store grew (or shrank) noticeably since."""
         with self._lock:
-            count, seq = self._total
+            count, seq = self._total.get(scope, (0, -1))
         if seq < 0 or abs(doc_seq - seq) > max(50, count // 100):
-            count = self.docs.total()
+            count = self.docs.count(scope)
             with self._lock:
-                self._total = (count, doc_seq)
+                if len(self._total) > _CACHE_MAX:
+                    self._total.clear()
+                self._total[scope] = (count, doc_seq)
         return count
 
-    def _affordable(self, index: str, terms: list[str], index_terms: list[list[str]], doc_seq: int) -> list[str]:
-        """``terms`` (each costing the document frequencies of its ``index_terms``) rarest first
-        while the total cost stays within the budget; in the original order."""
-        if not terms or doc_seq * sum(len(t) for t in index_terms) <= self.budget:
-            return terms
-        df = self._doc_freqs(index, [t for group in index_terms for t in group], doc_seq, cap=self.budget)
-        costs = [sum(df[t] for t in group) for group in index_terms]
+    def _affordable(self, scope: Scope, index: str, terms: list[DfTerm], doc_seq: int) -> list[str]:
+        """The texts of ``terms`` (each costing the scope's document frequencies of its keys)
+        rarest first while the total cost stays within the budget; in the original order."""
+        if not terms or doc_seq * sum(len(t.keys) for t in terms) <= self.budget:
+            return [t.text for t in terms]
+        if index == "grams":  # a substring costs the matches of each of its grams
+            grams = [DfTerm(key, (key,)) for key in dict.fromkeys(k for t in terms for k in t.keys)]
+            df = self._doc_freqs(scope, index, grams, doc_seq, cap=self.budget)
+            costs = [sum(df[k] for k in t.keys) for t in terms]
+        else:
+            df = self._doc_freqs(scope, index, terms, doc_seq, cap=self.budget)
+            costs = [df[t.text] for t in terms]
         kept: set[int] = set()
         total = 0
         for i in sorted(range(len(terms)), key=lambda i: costs[i]):
@@ -144,33 +150,42 @@ class KeywordSearch:
                 break
             kept.add(i)
             total += costs[i]
-        return [term for i, term in enumerate(terms) if i in kept]
+        return [term.text for i, term in enumerate(terms) if i in kept]
 
-    def _doc_freqs(self, index: str, terms: list[str], doc_seq: int, cap: int | None = None) -> dict[str, int]:
-        """Document frequencies, cached; with ``cap``, a count above it stands for any count above
-        it (the index may stop counting there: :meth:`SearchIndex.doc_freqs`)."""
+    def _doc_freqs(self, scope: Scope, index: str, terms: Sequence[DfTerm], doc_seq: int,
+                   cap: int | None = None) -> dict[str, int]:
+        """The scope's document frequencies (:meth:`SearchIndex.doc_freqs`), cached; with ``cap``,
+        a count above it stands for any count above it (the index may stop counting there)."""
         capped = f"{index}>{cap}"
         out: dict[str, int] = {}
-        missing: list[str] = []
+        missing: list[DfTerm] = []
         with self._lock:
             for term in terms:
-                cached = self._df.get((index, term))
+                cached = self._df.get((scope, index, term.text))
                 if cached is None and cap is not None:
-                    cached = self._df.get((capped, term))
+                    cached = self._df.get((scope, capped, term.text))
                 if cached is not None and doc_seq - cached[1] <= cached[0] // 10:  # off by 10% at most
-                    out[term] = cached[0]
+                    out[term.text] = cached[0]
                 else:
                     missing.append(term)
         if missing:
-            fresh = (self.docs.text_doc_freqs(missing) if index == "words:text"
-                     else self.docs.doc_freqs(index, missing, cap))
+            counted = None if self.docs.only_scope(scope) else scope  # the same counts, faster
+            fresh = dict(zip((t.text for t in missing), self.docs.doc_freqs(index, missing, counted, cap),
+                             strict=True))
             with self._lock:
                 if len(self._df) > _CACHE_MAX:
                     self._df.clear()
-                for term, count in fresh.items():
-                    self._df[(index if cap is None or count <= cap else capped, term)] = (count, doc_seq)
+                for text, count in fresh.items():
+                    self._df[(scope, index if cap is None or count <= cap else capped, text)] = (count, doc_seq)
             out.update(fresh)
         return out
+
+
+def _df_terms(texts: Sequence[str], keys: Sequence[Sequence[str]] | None = None) -> list[DfTerm]:
+    """Query words with their index terms, or grams (casefolded, each its own key)."""
+    if keys is None:
+        return [DfTerm(t.casefold(), (t.casefold(),)) for t in texts]
+    return [DfTerm(t, tuple(k)) for t, k in zip(texts, keys, strict=True)]
 
 
 def scan_ranking(found: Sequence[tuple[int, str]], needles: Sequence[str], n: int) -> list[tuple[int, float]]:

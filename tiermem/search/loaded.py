@@ -18,11 +18,12 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiermem.concurrency import ReadWriteLock
 from tiermem.config import Settings
 from tiermem.search.filters import SearchFilters
+from tiermem.search.index_files import IndexFiles
 from tiermem.search.indexer import PENDING_BATCH, Indexer
 from tiermem.search.vectors import CATEGORY_CODE, NO_CATEGORY, NO_TIME, TIER_CODE, VectorIndex
 from tiermem.storage.embeddings import EmbeddingRepository, VectorRow
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     from tiermem.models.protocols import Embedder
 
 log = logging.getLogger(__name__)
+
+#: A scope's file is rewritten when a load caught it up by more than this many items or this
+#: share of them (smaller gaps are cheaper to catch up in every new process than to rewrite).
+RESAVE_MIN_CHANGES = 1000
+RESAVE_SHARE = 20
 
 
 @dataclass
@@ -56,9 +62,16 @@ class LoadedIndexer(Indexer):
                  settings: Settings) -> None:
         super().__init__(docs, vectors, embedder, settings)
         self._loaded: dict[Scope, _Loaded] = {}  # replaced whole under _sync_lock, read without a lock
+        self._files = IndexFiles.for_store(vectors.db, settings)
+        #: How each scope was last loaded: ``"file"`` (its index file, caught up) or ``"rows"``.
+        self.load_sources: dict[Scope, str] = {}
+        self.files_written = 0
 
     def _reset(self) -> None:
+        """After a re-index: forget the loaded indexes and delete the files (vectors changed)."""
         self._loaded = {}
+        if self._files is not None:
+            self._files.drop_all()
 
     def refresh(self) -> None:
         """After a write: embed new items, then bring every loaded scope up to date (waits its
@@ -142,17 +155,69 @@ class LoadedIndexer(Indexer):
         return loaded
 
     def _load(self, scope: Scope) -> _Loaded:
+        """The scope's index: from its file when that is usable (caught up with the store), else
+        rebuilt from the rows and saved to the file."""
+        loaded = self._load_file(scope) if self._files is not None else None
+        if loaded is not None:
+            self.load_sources[scope] = "file"
+            return loaded
         doc_seq, removed_seq = self.docs.high_water()
-        s = self.settings
-        index = VectorIndex(self.embedder.dim, exact_max=s.search_exact_max_items, float_max=s.search_float_max_items,
-                            shortlist=s.search_shortlist, fetch_exact=self._fetch_exact,
-                            max_parts=s.search_max_part_vectors)
+        index = VectorIndex(self.embedder.dim, **self._index_options())
         index.reserve(self.docs.count(scope))
         missing = self._add_rows(scope, index, 0, embed_missing=False)
+        loaded = _Loaded(index, doc_seq, removed_seq)
+        self.load_sources[scope] = "rows"
         if missing:
             log.warning("%d items of %s/%s have no vector for %r: run `tiermem reindex`", missing,
                         scope.user_id, scope.agent_name, self.model)
-        return _Loaded(index, doc_seq, removed_seq)
+        else:  # a file holds every item up to its doc_seq (IndexFiles.matches)
+            self._save(scope, loaded)
+        return loaded
+
+    def _index_options(self) -> dict[str, Any]:
+        s = self.settings
+        return {"exact_max": s.search_exact_max_items, "float_max": s.search_float_max_items,
+                "shortlist": s.search_shortlist, "fetch_exact": self._fetch_exact,
+                "max_parts": s.search_max_part_vectors}
+
+    def _load_file(self, scope: Scope) -> _Loaded | None:
+        """The scope's index from its file, brought up to date with the store: removals from the
+        log, then new rows. ``None`` when there is no usable file, or it does not match the rows."""
+        assert self._files is not None
+        saved = self._files.load(scope, self.model, self.embedder.dim, **self._index_options())
+        if saved is None:
+            return None
+        doc_seq, removed_seq = self.docs.high_water()
+        index = saved.index
+        gone: list[int] = []
+        if removed_seq < saved.removed_seq:
+            log.info("the vector index file of %s/%s is newer than the database: rebuilding", scope.user_id,
+                     scope.agent_name)
+            return None
+        if removed_seq > saved.removed_seq:
+            gone, complete = self.docs.removed_since(scope.user_id, saved.removed_seq)
+            if not complete:
+                return None
+            index.remove(gone)
+        if not self._files.matches(scope, index, saved.doc_seq):
+            log.info("the vector index file of %s/%s does not match the database: rebuilding", scope.user_id,
+                     scope.agent_name)
+            return None
+        held = len(index)
+        missing = self._add_rows(scope, index, saved.doc_seq) if doc_seq > saved.doc_seq else 0
+        loaded = _Loaded(index, max(doc_seq, saved.doc_seq), removed_seq)
+        changed = len(gone) + abs(len(index) - held)
+        if not missing and changed > max(RESAVE_MIN_CHANGES, held // RESAVE_SHARE):
+            self._save(scope, loaded)
+        return loaded
+
+    def _save(self, scope: Scope, loaded: _Loaded) -> None:
+        """Write the scope's file (skipped when an item was removed meanwhile: the next load retries)."""
+        if self._files is None:
+            return
+        if self._files.save(scope, self.model, self.embedder.dim, loaded.index, loaded.doc_seq,
+                            loaded.removed_seq, lambda: self.docs.high_water()[1]):
+            self.files_written += 1
 
     def _add_rows(self, scope: Scope, index: VectorIndex, after_id: int, embed_missing: bool = True,
                   view: ReadWriteLock | None = None) -> int:

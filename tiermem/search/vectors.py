@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiermem.types import CATEGORIES, TIERS
 
@@ -105,6 +105,60 @@ class VectorIndex:
         arrays = (self._ids, self._tiers, self._cats, self._when, self._f32, self._q8, self._scale, self._bits,
                   self._part_row, self._part_f32)
         return sum(a.nbytes for a in arrays if a is not None)
+
+    # --- persistence (:mod:`tiermem.search.vector_file`) ---------------------------------
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The held state trimmed to what is in use: what an index file stores. Views, not copies:
+        read them before the index changes again."""
+        n, p = self.n, self.parts
+        out: dict[str, npt.NDArray[Any]] = {"ids": self._ids[:n], "tiers": self._tiers[:n], "cats": self._cats[:n],
+                                            "when": self._when[:n]}
+        if self._f32 is not None:
+            out["f32"] = self._f32[:n]
+        else:
+            assert self._q8 is not None and self._scale is not None
+            out["q8"], out["scale"] = self._q8[:n], self._scale[:n]
+        if self._bits is not None:
+            assert self._center is not None
+            out["bits"], out["center"] = self._bits[:, :n], self._center
+        if p:
+            out["part_row"], out["part_f32"] = self._part_row[:p], self._part_f32[:p]
+        return out
+
+    @classmethod
+    def from_arrays(cls, dim: int, arrays: dict[str, npt.NDArray[Any]], parts_dropped: bool = False,
+                    **options: Any) -> VectorIndex:
+        """An index over ``arrays`` (as :meth:`arrays` gave them; typically read-only or
+        copy-on-write views of a mapped file: the index copies them when it grows).
+        ``ValueError`` when they do not fit together."""
+        import numpy as np
+
+        index = cls(dim, **options)
+        ids = arrays["ids"]
+        n = len(ids)
+        held = arrays.get("f32"), arrays.get("q8"), arrays.get("scale")
+        shapes = {"tiers": (n,), "cats": (n,), "when": (n,), "f32": (n, dim), "q8": (n, dim), "scale": (n,),
+                  "bits": (index._words, n), "center": (dim,)}
+        if any(name in arrays and arrays[name].shape != shape for name, shape in shapes.items()):
+            raise ValueError("the arrays do not fit together")
+        if (held[0] is None) == (held[1] is None) or (held[1] is None) != (held[2] is None):
+            raise ValueError("an index holds either float32 or int8 vectors")
+        if ("bits" in arrays) != ("center" in arrays) or (held[0] is None and "bits" not in arrays):
+            raise ValueError("binary codes come with their center")
+        part_row = arrays.get("part_row", np.zeros(0, np.int64))
+        part_f32 = arrays.get("part_f32", np.zeros((0, dim), np.float32))
+        if part_f32.shape != (len(part_row), dim) or (len(part_row) and not 0 <= int(part_row.min()) <= int(
+                part_row.max()) < n):
+            raise ValueError("part vectors do not fit the items")
+        index._row = dict(zip(ids.tolist(), range(n), strict=True))
+        if len(index._row) != n:
+            raise ValueError("an item is held twice")
+        index._ids, index._tiers, index._cats, index._when = ids, arrays["tiers"], arrays["cats"], arrays["when"]
+        index._f32, index._q8, index._scale = held
+        index._bits, index._center = arrays.get("bits"), arrays.get("center")
+        index._part_row, index._part_f32 = part_row, part_f32
+        index.n, index.parts, index.parts_dropped = n, len(part_row), parts_dropped
+        return index
 
     # --- writes ----------------------------------------------------------------------------
     def add(self, ids: Ints, vectors: Floats, tiers: npt.NDArray[np.int8], categories: npt.NDArray[np.int8],

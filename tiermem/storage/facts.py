@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import parse_utc, utc_iso
@@ -47,6 +48,22 @@ def _fact(row: Row) -> Fact:
     )
 
 
+def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
+    """``values`` in slices small enough for one ``IN (...)`` list on either backend."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+class _Stamps(dict[datetime, str]):
+    """``utc_iso`` of each distinct time once (a batch's rows mostly share one timestamp)."""
+
+    def __call__(self, at: datetime) -> str:
+        text = self.get(at)
+        if text is None:
+            text = self[at] = utc_iso(at)
+        return text
+
+
 class FactRepository:
     """Facts, audit, tombstones and summaries of every scope in one database."""
 
@@ -70,6 +87,40 @@ class FactRepository:
              utc_iso(fact.created_at), utc_iso(fact.updated_at), fact.source, norm),
         ).fetchall()
         return bool(rows)
+
+    def insert_many(self, rows: builtins.list[tuple[Fact, str]], *, redacted: bool = False) -> None:
+        """Insert ``(fact, norm)`` rows in one statement (``FactStore.admit``). The caller makes
+        sure the ids are free (:meth:`taken_ids`, under the write lock). ``redacted=True``: the
+        contents and sources already went through this store's redactor (the fact store does,
+        before its duplicate check), so they are not scanned twice."""
+        if not redacted:
+            rows = [self._clean(fact, norm) for fact, norm in rows]
+        iso = _Stamps()
+        self.db.conn.executemany(
+            f"INSERT INTO facts ({_FACT_COLUMNS}, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(f.id, f.user_id, f.agent_name, f.content, f.category, f.confidence, iso(f.created_at),
+              iso(f.updated_at), f.source, norm) for f, norm in rows],
+        )
+
+    def taken_ids(self, ids: builtins.list[str]) -> set[str]:
+        """Which of ``ids`` are used by a fact of any scope."""
+        taken: set[str] = set()
+        for part in _chunks(ids):
+            marks = ", ".join("?" * len(part))
+            taken.update(r[0] for r in self.db.conn.execute(f"SELECT id FROM facts WHERE id IN ({marks})", part))
+        return taken
+
+    def find_by_norms(self, scope: Scope, norms: builtins.list[str]) -> dict[str, Fact]:
+        """``norm -> fact`` for the facts of ``scope`` holding one of ``norms`` (one query per 500)."""
+        found: dict[str, Fact] = {}
+        for part in _chunks(norms):
+            marks = ", ".join("?" * len(part))
+            rows = self.db.conn.execute(
+                f"SELECT {_FACT_COLUMNS}, norm FROM facts WHERE user_id = ? AND agent_name = ? AND norm IN ({marks})",
+                (scope.user_id, scope.agent_name, *part),
+            )
+            found.update((row["norm"], _fact(row)) for row in rows)
+        return found
 
     def id_exists(self, fact_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM facts WHERE id = ?", (fact_id,)).fetchone() is not None
@@ -160,6 +211,21 @@ class FactRepository:
              entry.content, entry.reason, entry.source, entry.run_id),
         )
 
+    def audit_many(self, scope: Scope, entries: builtins.list[AuditEntry], *, redacted: bool = False) -> None:
+        """:meth:`audit` for several entries, in order, in one statement. ``redacted=True``: their
+        texts already went through this store's redactor (see :meth:`insert_many`)."""
+        if not redacted:
+            clean = self.db.redactor
+            entries = [replace(e, content=clean.optional(e.content), reason=clean.text(e.reason),
+                               source=clean.optional_ident(e.source)) for e in entries]
+        iso = _Stamps()
+        self.db.conn.executemany(
+            "INSERT INTO audit (user_id, agent_name, at, action, fact_id, content, reason, source, run_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(scope.user_id, scope.agent_name, iso(e.at), e.action, e.fact_id, e.content, e.reason, e.source,
+              e.run_id) for e in entries],
+        )
+
     def history(self, scope: Scope, limit: int | None = None, fact_id: str | None = None) -> builtins.list[AuditEntry]:
         sql = "SELECT * FROM audit WHERE user_id = ? AND agent_name = ?"
         args: list[Any] = [scope.user_id, scope.agent_name]
@@ -195,6 +261,25 @@ class FactRepository:
             (scope.user_id, scope.agent_name, norm, tombstone_key(norm)),
         ).fetchone()
         return row is not None
+
+    def tombstoned_norms(self, scope: Scope, norms: builtins.list[str]) -> set[str]:
+        """Which of ``norms`` are tombstoned in ``scope`` (as text, or as the hash a purge keeps)."""
+        keys = {key: norm for norm in norms for key in (norm, tombstone_key(norm))}
+        hit: set[str] = set()
+        for part in _chunks(list(keys)):
+            marks = ", ".join("?" * len(part))
+            rows = self.db.conn.execute(
+                f"SELECT norm FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm IN ({marks})",
+                (scope.user_id, scope.agent_name, *part),
+            )
+            hit.update(keys[row[0]] for row in rows)
+        return hit
+
+    def remove_tombstones(self, scope: Scope, norms: builtins.list[str]) -> None:
+        self.db.conn.executemany(
+            "DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm IN (?, ?)",
+            [(scope.user_id, scope.agent_name, norm, tombstone_key(norm)) for norm in norms],
+        )
 
     def remove_tombstone(self, scope: Scope, norm: str) -> None:
         self.db.conn.execute(

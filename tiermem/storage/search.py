@@ -70,6 +70,16 @@ class DocFilter:
 
 
 @dataclass(frozen=True)
+class DfTerm:
+    """A term whose document frequency is asked: a query word (or gram) as the query has it, and
+    its index terms (:meth:`SearchIndex.index_terms`; the gram itself for a gram). An item holds
+    a word when it holds all of its index terms."""
+
+    text: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DocRow:
     """What a hit needs to describe itself."""
 
@@ -152,15 +162,17 @@ class SearchIndex(Protocol):
         (``"text"``, ``"context"``): ``{doc id: {term: columns}}``."""
         ...
 
-    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many items (all scopes) hold each word-index term in their own text."""
+    def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
+                  cap: int | None = None) -> list[int]:
+        """How many items of ``scope`` hold each of ``terms`` (per scope: one user's data never
+        moves another's statistics). ``index``: ``"text"`` (a query word in the item's own
+        text), ``"words"`` (in its text or its keyword context) or ``"grams"`` (a casefolded
+        3-character gram). With ``cap`` the index may stop counting past it: a count above ``cap``
+        then means "more than ``cap``". ``scope`` ``None``: the whole store, for a store that holds
+        one scope only (:meth:`only_scope`), which counts the same items faster."""
         ...
 
-    def doc_freqs(self, index: str, terms: Sequence[str], cap: int | None = None) -> dict[str, int]:
-        """How many items (all scopes) hold each of ``terms`` in ``index``: ``"words"`` (index
-        terms) or ``"grams"`` (casefolded 3-character grams). With ``cap`` the index may stop
-        counting past it: a count above ``cap`` then means "more than ``cap``"."""
-        ...
+    def only_scope(self, scope: Scope) -> bool: ...
 
     # --- items and change tracking (portable: :class:`SearchRepository`) --------------------
     def total(self) -> int: ...
@@ -205,6 +217,22 @@ class SearchRepository:
     def count(self, scope: Scope) -> int:
         where, args = scope_sql(scope)
         return int(self._rows(f"SELECT COUNT(*) FROM search_docs d WHERE {where}", args)[0][0])
+
+    def only_scope(self, scope: Scope) -> bool:
+        """Whether every item of the store is in ``scope`` (then the store's document frequencies
+        are the scope's): smallest and largest values read from the scope index, which both
+        backends answer with a few index seeks whatever the store's size or plan statistics."""
+        low, high = sorted((scope.agent_name, SHARED_AGENT))
+        users_low, users_high, agents_low, agents_high, between = self._rows(
+            "SELECT (SELECT MIN(user_id) FROM search_docs), (SELECT MAX(user_id) FROM search_docs),"
+            " (SELECT MIN(agent_name) FROM search_docs WHERE user_id = ?),"
+            " (SELECT MAX(agent_name) FROM search_docs WHERE user_id = ?),"
+            " (SELECT MIN(agent_name) FROM search_docs WHERE user_id = ? AND agent_name > ?)",
+            [scope.user_id, scope.user_id, scope.user_id, low])[0]
+        if users_low is None:
+            return True  # an empty store
+        return (users_low == users_high == scope.user_id and agents_low in (low, high)
+                and agents_high in (low, high) and between in (None, high))
 
     def docs(self, ids: Sequence[int]) -> dict[int, DocRow]:
         """The rows of ``ids`` that still exist (with path and lines for chunks)."""

@@ -16,9 +16,8 @@ columns:
   Python (:mod:`tiermem.search.fts`); the document side by a SQL function generated from the
   same script table (:data:`tiermem.storage.search.UNSEGMENTED_RANGES`).
 
-Document frequencies (the keyword budget, the IDF weights) are counted: a GIN lookup, then a
-visit of each matching row. For the budget a count may stop early: a term the planner's
-statistics put far above the budget is not counted at all. (Counters kept by triggers, as FTS5
+Document frequencies (the keyword budget, the IDF weights) are counted within the scope: a GIN
+lookup, then a visit of each matching row; for the budget a count stops past it. (Counters kept by triggers, as FTS5
 keeps its vocabulary, made every write of a fact some 30 times slower: not kept.)
 
 A word's index term (its *key*) is its English stem, or its ``simple`` form when the English
@@ -28,16 +27,24 @@ never as query syntax.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from tiermem.storage.search import UNSEGMENTED_RANGES, DocFilter, Ranked, SearchRepository, filter_sql, scope_sql
+from tiermem.storage.search import (
+    UNSEGMENTED_RANGES,
+    DfTerm,
+    DocFilter,
+    Ranked,
+    SearchRepository,
+    filter_sql,
+    scope_sql,
+)
 from tiermem.storage.sql import Database
 from tiermem.types import Scope
 
 _PUNCT = r"\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e"  # ASCII punctuation: a space to the word parser
-ESTIMATE_MARGIN = 3  # a term estimated above this many times a count's cap is not counted
+#: ``doc_freqs`` index -> (column, tsquery weights): own text (A, C), text or context, grams.
+_DF_COLUMNS = {"text": ("words", "AC"), "words": ("words", ""), "grams": ("grams", "")}
 
 
 def _unsegmented_class() -> str:
@@ -258,35 +265,25 @@ class TsSearch(SearchRepository):
                     out.setdefault(int(doc_id), {}).setdefault(term, set()).add(column)
         return out
 
-    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        return self._counts("words", terms, "AC")
-
-    def doc_freqs(self, index: str, terms: Sequence[str], cap: int | None = None) -> dict[str, int]:
-        if index not in ("words", "grams"):
+    def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
+                  cap: int | None = None) -> list[int]:
+        """Items of ``scope`` matching each term: a GIN lookup, then a visit of each matching row
+        (what a count costs), stopping past ``cap``. A word is matched by all of its keys."""
+        if index not in _DF_COLUMNS:
             raise ValueError(f"unknown index {index!r}")
-        return self._counts(index, terms, cap=cap)
-
-    def _counts(self, column: str, terms: Sequence[str], weights: str = "", cap: int | None = None) -> dict[str, int]:
-        """Items (all scopes) matching each term: a GIN lookup, then a visit of each matching row
-        (what a count costs). With ``cap``, a term the planner's statistics put far above it is not
-        counted but reported as ``cap + 1``: only big stores have such terms, and there the
-        statistics know their frequent lexemes (a store smaller than ``cap`` is always counted)."""
-        found: dict[str, int] = {}
-        for term in dict.fromkeys(terms):
-            query = any_of([term], weights)
-            if cap is not None and self._estimate(column, query) > ESTIMATE_MARGIN * cap:
-                found[term] = cap + 1
+        column, weights = _DF_COLUMNS[index]
+        where, args = scope_sql(scope) if scope is not None else ("TRUE", [])
+        limit = " LIMIT ?" if cap is not None else ""
+        sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@ CAST(? AS tsquery)"
+               f" AND {where}{limit}) AS matching")
+        found: list[int] = []
+        for term in terms:
+            if not term.keys:
+                found.append(0)
                 continue
-            rows = self._rows(f"SELECT COUNT(*) FROM search_docs WHERE {column} @@ CAST(? AS tsquery)", [query])
-            found[term] = int(rows[0][0])
+            query = " & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
+            found.append(int(self._rows(sql, [query, *args, *([cap + 1] if cap is not None else [])])[0][0]))
         return found
-
-    def _estimate(self, column: str, query: str) -> float:
-        """The planner's estimate of the rows matching ``query`` (planning only, nothing read)."""
-        plan = self._rows(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM search_docs WHERE {column} @@ CAST(? AS tsquery)",
-                          [query])[0][0]
-        parsed = json.loads(plan) if isinstance(plan, str) else plan
-        return float(parsed[0]["Plan"]["Plan Rows"])
 
 
 def search_index(db: Database) -> TsSearch:

@@ -17,6 +17,18 @@ HNSW graph with iterative scan (``hnsw.iterative_scan = relaxed_order``, ``hnsw.
 :data:`EF_SEARCH` and no sorting, set for that one statement by ``tiermem_vector_query``); when the walk stops
 short of ``top`` items (``hnsw.max_scan_tuples``: a small scope in a big table, or a narrow
 filter), the exact query answers instead, so a scope always gets its ``top`` nearest.
+
+Only users whose rows can take the graph path are in the graph (issue 16, schema step 4): the HNSW
+index is partial, ``WHERE model_key = n AND indexed``, and a row is ``indexed`` when its user has
+more than :data:`EXACT_MAX_ROWS` rows of the model. Maintaining the graph was most of the
+database's time when indexing (1,700 MiniLM rows: 3.71 s with the index, 0.22 s without), and a
+scope that small is scanned exactly anyway. The writer (behind the store's write lock, so no
+other writer races it) gives a new row its user's flag, and flips a user's rows to ``indexed``
+in the transaction whose rows take the user past the limit. The unit is the user, not the
+queried scope (the agent's rows and the shared ones): a scope never holds more rows than its
+user, so a scope over the limit always belongs to a user in the graph. A query walks the graph
+only when the user is in it (else, whatever the count, the exact scan answers: a threshold
+lowered since, a bulk load), and the exact scan reads every row of the scope, in the graph or not.
 """
 
 from __future__ import annotations
@@ -94,10 +106,32 @@ def create_vector_schema(conn: Any) -> None:
     conn.execute(_SCHEMA)
 
 
+def create_partial_graph(conn: Any) -> None:
+    """Step 4: the ``indexed`` flag and the HNSW indexes rebuilt over flagged rows only. A store
+    of an older schema has its users of more than :data:`EXACT_MAX_ROWS` rows flagged first, so
+    its big scopes keep their graph (rebuilt once, here: a graph of 100k rows takes about a minute,
+    so the store's statement timeout is lifted for the rest of the migration's transaction)."""
+    conn.execute("SET LOCAL statement_timeout = 0")
+    conn.execute("ALTER TABLE search_vectors ADD COLUMN indexed BOOLEAN NOT NULL DEFAULT false")
+    conn.execute("CREATE INDEX search_vectors_graph ON search_vectors (model_key, user_id) WHERE indexed")
+    conn.execute("UPDATE search_vectors v SET indexed = true FROM (SELECT model_key, user_id FROM search_vectors"
+                 " GROUP BY model_key, user_id HAVING COUNT(*) > %s) AS big"
+                 " WHERE v.model_key = big.model_key AND v.user_id = big.user_id", (EXACT_MAX_ROWS,))
+    for key, dim in conn.execute("SELECT key, dim FROM search_models ORDER BY key").fetchall():
+        conn.execute(f"DROP INDEX IF EXISTS search_vectors_hnsw_{int(key)}")
+        if int(dim) <= HNSW_MAX_DIM:
+            conn.execute(hnsw_index_sql(int(key), int(dim)))
+
+
 def hnsw_index_sql(key: int, dim: int) -> str:
-    """The partial HNSW index of one model's vectors."""
+    """The partial HNSW index of one model's vectors: the rows of users in the graph."""
     return (f"CREATE INDEX IF NOT EXISTS search_vectors_hnsw_{int(key)} ON search_vectors USING hnsw"
-            f" ((vector::halfvec({int(dim)})) halfvec_cosine_ops) WHERE model_key = {int(key)}")
+            f" ((vector::halfvec({int(dim)})) halfvec_cosine_ops) WHERE model_key = {int(key)} AND indexed")
+
+
+def _limit(value: int | None) -> int:
+    """``value``, or :data:`EXACT_MAX_ROWS` as it is when the object is made (tests lower it)."""
+    return EXACT_MAX_ROWS if value is None else int(value)
 
 
 def halfvec(blob: bytes) -> Any:
@@ -112,6 +146,10 @@ class PgEmbeddings(EmbeddingRepository):
     """The portable cache, plus the ``search_vectors`` rows of every link it writes."""
 
     SENTENCE_TEST = ("d.text ~ ?", "[.!?…。！？][ \n\t]")
+
+    def __init__(self, db: Database, exact_max_rows: int | None = None) -> None:
+        super().__init__(db)
+        self.exact_max_rows = _limit(exact_max_rows)
 
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
@@ -133,13 +171,29 @@ class PgEmbeddings(EmbeddingRepository):
         if links:
             conn.execute("DELETE FROM search_vectors WHERE model_key = ? AND own AND doc_id = ANY(?)",
                          (key, sorted({doc_id for _, doc_id in links})))
-        rows = [(key, h, own, halfvec(blobs[h]), doc_id)
+        rows = [(key, h, own, halfvec(blobs[h]), key, doc_id)
                 for own, pairs in ((True, links), (False, parts)) for h, doc_id in pairs
                 if len(blobs.get(h, b"")) == 4 * dim]
         conn.executemany(
             "INSERT INTO search_vectors (doc_id, model_key, content_hash, own, user_id, agent_name, tier, category, at,"
-            " vector) SELECT d.id, ?, ?, ?, d.user_id, d.agent_name, d.tier, d.category, d.at, ? FROM search_docs d"
-            " WHERE d.id = ? ON CONFLICT DO NOTHING", rows)
+            " vector, indexed) SELECT d.id, ?, ?, ?, d.user_id, d.agent_name, d.tier, d.category, d.at, ?,"
+            " EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = ? AND g.user_id = d.user_id AND g.indexed)"
+            " FROM search_docs d WHERE d.id = ? ON CONFLICT DO NOTHING", rows)
+        if rows:
+            self._grow_graph(conn, key, sorted({doc_id for *_, doc_id in rows}))
+
+    def _grow_graph(self, conn: Any, key: int, doc_ids: list[int]) -> None:
+        """Put into the graph the rows of the users these items belong to that have just passed
+        ``exact_max_rows`` (a bounded count, only for users not in the graph yet)."""
+        grown = conn.execute(
+            "SELECT u.user_id FROM (SELECT DISTINCT user_id FROM search_docs WHERE id = ANY(?)) AS u"
+            " WHERE NOT EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = ? AND g.user_id = u.user_id"
+            " AND g.indexed) AND (SELECT COUNT(*) FROM (SELECT 1 FROM search_vectors c WHERE c.model_key = ?"
+            " AND c.user_id = u.user_id LIMIT ?) AS s) > ?",
+            (doc_ids, key, key, self.exact_max_rows + 1, self.exact_max_rows)).fetchall()
+        for (user_id,) in grown:
+            conn.execute("UPDATE search_vectors SET indexed = true WHERE model_key = ? AND user_id = ? AND NOT indexed",
+                         (key, user_id))
 
     def _model_key(self, conn: Any, model: str, dim: int) -> tuple[int, int]:
         """The model's number and dimension (registered, with its HNSW index, on first use)."""
@@ -163,9 +217,9 @@ class PgEmbeddings(EmbeddingRepository):
 class PgVectorQueries:
     """Nearest neighbours by the database (see the module docstring)."""
 
-    def __init__(self, db: Database, exact_max_rows: int = EXACT_MAX_ROWS, ef_search: int = EF_SEARCH) -> None:
+    def __init__(self, db: Database, exact_max_rows: int | None = None, ef_search: int = EF_SEARCH) -> None:
         self.db = db
-        self.exact_max_rows = exact_max_rows
+        self.exact_max_rows = _limit(exact_max_rows)
         self.ef_search = ef_search
 
     def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
@@ -175,27 +229,30 @@ class PgVectorQueries:
         found = self.where(scope, model, flt)
         if found is None or top <= 0 or len(query) != 4 * found[2]:
             return []
-        condition, values, dim, rows = found
+        condition, values, dim, rows, graph = found
         vector = halfvec(query)
-        if dim <= HNSW_MAX_DIM and rows > self.exact_max_rows:
+        if graph and dim <= HNSW_MAX_DIM and rows > self.exact_max_rows:
             hits = self.approximate(condition, values, vector, dim, top)
             if len(hits) >= top:
                 return hits
         return self.exact(condition, values, vector, top)
 
-    def where(self, scope: Scope, model: str, flt: DocFilter) -> tuple[str, list[Any], int, int] | None:
+    def where(self, scope: Scope, model: str, flt: DocFilter) -> tuple[str, list[Any], int, int, bool] | None:
         """The condition (with its arguments) selecting the scope's vector rows of ``model`` that
-        pass ``flt``, the model's dimension, and how many rows that is (counted up to one past the
-        exact-search limit); ``None`` when no vector of ``model`` is stored."""
+        pass ``flt``, the model's dimension, how many rows that is (counted up to one past the
+        exact-search limit) and whether the scope's user is in the graph; ``None`` when no vector
+        of ``model`` is stored."""
         where, args = scope_sql(scope, "v")
         extra, extra_args = filter_sql(flt, "v")
         found = self._rows(f"SELECT m.key, m.dim, (SELECT COUNT(*) FROM (SELECT 1 FROM search_vectors v WHERE"
-                           f" v.model_key = m.key AND {where}{extra} LIMIT ?) AS s) FROM search_models m"
-                           " WHERE m.model = ?", [*args, *extra_args, self.exact_max_rows + 1, model])
+                           f" v.model_key = m.key AND {where}{extra} LIMIT ?) AS s), EXISTS (SELECT 1 FROM"
+                           " search_vectors g WHERE g.model_key = m.key AND g.user_id = ? AND g.indexed)"
+                           " FROM search_models m WHERE m.model = ?",
+                           [*args, *extra_args, self.exact_max_rows + 1, scope.user_id, model])
         if not found:
             return None
-        key, dim, rows = (int(v) for v in found[0])
-        return f"v.model_key = {key} AND {where}{extra}", [*args, *extra_args], dim, rows
+        key, dim, rows = (int(v) for v in found[0][:3])
+        return f"v.model_key = {key} AND {where}{extra}", [*args, *extra_args], dim, rows, bool(found[0][3])
 
     def exact(self, condition: str, values: Sequence[Any], vector: Any, top: int) -> list[tuple[int, float]]:
         """Every distance of the scope (the uncast column: the HNSW index does not apply)."""
@@ -205,8 +262,8 @@ class PgVectorQueries:
 
     def approximate(self, condition: str, values: Sequence[Any], vector: Any, dim: int,
                     top: int) -> list[tuple[int, float]]:
-        """The HNSW walk: vector rows nearest first, grouped by item."""
-        numbered = condition
+        """The HNSW walk: vector rows nearest first, grouped by item (of the rows in the graph)."""
+        numbered = f"{condition} AND v.indexed"
         for i in range(1, len(values) + 1):
             numbered = numbered.replace("?", f"$2[{i}]", 1)
         inner = (f"SELECT v.doc_id, (v.vector::halfvec({dim})) <=> $1::halfvec({dim}) AS distance"

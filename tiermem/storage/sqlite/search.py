@@ -1,7 +1,9 @@
 """The search index on SQLite: two FTS5 tables over ``search_docs`` (see the migration).
 
 ``search_words`` (``porter unicode61``, columns ``text`` and ``context``) answers words by stem;
-``search_grams`` (``trigram``) answers 3-character grams and substrings. Every term reaches FTS5
+``search_grams`` (``trigram``) answers 3-character grams and substrings. ``search_words`` also
+indexes ``scope_key``, one token per (user, agent), so a term's document frequency is counted
+within a scope (:meth:`FtsSearch.doc_freqs`). Every term reaches FTS5
 as a double-quoted string (:func:`tiermem.search.fts.quote`), so no user text is FTS5 syntax.
 """
 
@@ -11,11 +13,25 @@ import sqlite3
 from collections.abc import Sequence
 
 from tiermem.errors import StorageError
-from tiermem.storage.search import DocFilter, Ranked, SearchRepository, filter_sql, scope_sql
+from tiermem.storage.chunks import SHARED_AGENT
+from tiermem.storage.search import DfTerm, DocFilter, Ranked, SearchRepository, filter_sql, scope_sql
 from tiermem.storage.sql import Database
 from tiermem.types import Scope
 
-_TABLES = {"words": "search_words", "grams": "search_grams"}
+_DF_COLUMNS = {"text": "text", "words": "{text context}", "grams": "text"}
+
+
+def scope_token(user_id: str, agent_name: str) -> str:
+    """The word that the ``scope_key`` column of ``search_words`` holds for items of (user, agent):
+    what the generated column ``search_docs.scope_key`` computes, ``'s' || hex(user_id) || 'x' ||
+    hex(agent_name) || '0'`` (one token for ``unicode61``, and porter leaves a word ending in a
+    digit alone)."""
+    return f"s{user_id.encode().hex()}x{agent_name.encode().hex()}0"
+
+
+def scope_tokens(scope: Scope) -> tuple[str, str]:
+    """The scope's own token and that of the user's shared Markdown items."""
+    return scope_token(scope.user_id, scope.agent_name), scope_token(scope.user_id, SHARED_AGENT)
 
 
 def quote(term: str) -> str:
@@ -114,30 +130,30 @@ class FtsSearch(SearchRepository):
             raise StorageError(f"search query failed: {exc}") from exc
         return out
 
-    def text_doc_freqs(self, terms: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        conn = self.db.conn
-        try:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_columns USING"
-                         " fts5vocab(main, search_words, 'col')")
-            for term in dict.fromkeys(terms):
-                row = conn.execute("SELECT doc FROM temp.tiermem_words_columns WHERE term = ? AND col = 'text'",
-                                   (term,)).fetchone()
-                found[term] = int(row[0]) if row else 0
-        except sqlite3.Error as exc:
-            raise StorageError(f"search query failed: {exc}") from exc
-        return found
-
-    def doc_freqs(self, index: str, terms: Sequence[str], cap: int | None = None) -> dict[str, int]:
-        """Exact, whatever ``cap`` says: the vocabulary table has the count at hand."""
-        table = _TABLES.get(index)
-        if table is None:
+    def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
+                  cap: int | None = None) -> list[int]:
+        """Counted in the scope: words through the ``scope_key`` column of the word index (one
+        token per scope, so FTS5 intersects two posting lists), grams by checking each matching
+        item's scope; with ``scope`` ``None``, in the whole store. Counting stops past ``cap``."""
+        if index not in _DF_COLUMNS:
             raise ValueError(f"unknown index {index!r}")
-        found: dict[str, int] = {}
-        for term in dict.fromkeys(terms):
-            rows = self._rows(f"SELECT doc FROM {table}_vocab WHERE term = ?", [term])
-            found[term] = int(rows[0][0]) if rows else 0
-        return found
+        limit = -1 if cap is None else cap + 1
+        if index == "grams":
+            sql = "SELECT COUNT(*) FROM (SELECT rowid FROM search_grams WHERE search_grams MATCH ? LIMIT ?)"
+            args: list[object] = []
+            if scope is not None:
+                # CROSS JOIN: the gram's matches first, each then checked for the scope (never a
+                # MATCH per item of the scope)
+                where, args = scope_sql(scope)
+                sql = ("SELECT COUNT(*) FROM (SELECT 1 FROM search_grams g CROSS JOIN search_docs d"
+                       f" ON d.id = g.rowid WHERE search_grams MATCH ? AND {where} LIMIT ?)")
+            return [int(self._rows(sql, [quote(t.text), *args, limit])[0][0]) for t in terms]
+        scoped = ""
+        if scope is not None:
+            scoped = "scope_key : (" + " OR ".join(quote(token) for token in scope_tokens(scope)) + ") AND "
+        sql = "SELECT COUNT(*) FROM (SELECT rowid FROM search_words WHERE search_words MATCH ? LIMIT ?)"
+        return [int(self._rows(sql, [f"{scoped}{_DF_COLUMNS[index]} : {quote(t.text)}", limit])[0][0])
+                if t.keys else 0 for t in terms]
 
     def high_water(self) -> tuple[int, int]:
         """From ``sqlite_sequence`` (AUTOINCREMENT never reuses an id): one cheap read."""

@@ -1,0 +1,237 @@
+"""Cold start (issue 16): opening a store and the first search in a fresh process.
+
+    python bench/coldstart.py --n 100000 [--runs 5] [--embedder hash] [--cli] [--profile] [--json]
+
+The store holds ``n`` synthetic facts written straight into SQLite (as ``bench/search.py`` and
+``bench/write.py`` build theirs; random clustered unit vectors stored under the embedder's model
+id, so nothing is embedded while building). It is built once under ``--cache``. Each run is a
+fresh ``python`` process that imports tiermem, then times (from after the import):
+
+- ``open_s``: ``Memory(root, embedder=...)``;
+- ``first_search_s``: the first ``mem.search(...)`` (vector index load, query embedding, FTS);
+- ``total_s``: both; ``rss_mb`` / ``peak_rss_mb`` of the process after the search;
+- ``second_search_ms``: the next search (the index is warm);
+- ``index_source``: where the scope's vectors came from (``file``: the persisted index file,
+  ``rows``: rebuilt from SQLite rows).
+
+The first run after building (or after ``--fresh-file``, which deletes the index files) pays
+the rebuild and the write of the index file; the median is over the later runs. ``--cli`` times
+``tiermem search`` as a whole command (wall, interpreter start included). ``--profile`` prints
+the top of a cProfile of one cold open + search. ``--load-only`` times the vector index load
+alone (``LoadedIndexer.sync``), the figure the 1M target is about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+QUERY = "what coffee does the user prefer"
+ENV = dict(os.environ)  # the children's environment (``--no-file`` turns the index files off)
+
+CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+import tiermem
+from tiermem import Memory
+imported = time.perf_counter()
+root, embedder, query, profile = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+if profile:
+    import cProfile, pstats
+    prof = cProfile.Profile()
+    prof.enable()
+t = time.perf_counter()
+mem = Memory(root, embedder=embedder, max_facts=10**7)
+opened = time.perf_counter()
+hits = mem.search(query, k=10)
+searched = time.perf_counter()
+if profile:
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
+t2 = time.perf_counter()
+mem.search(query + " today", k=10)
+second = time.perf_counter() - t2
+indexer = mem._search.indexer
+source = getattr(indexer, "load_sources", {})
+rss = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
+print(json.dumps({"import_s": round(imported - t0, 3), "open_s": round(opened - t, 3),
+                  "first_search_s": round(searched - opened, 3), "total_s": round(searched - t, 3),
+                  "second_search_ms": round(second * 1000, 1), "hits": len(hits),
+                  "index_source": ",".join(sorted(set(source.values()))) or "rows",
+                  "rss_mb": round(rss / 2**20, 1),
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+mem.close()
+"""
+
+LOAD_CHILD = """
+import json, sys, time
+from tiermem import Memory
+from tiermem.types import Scope
+root, embedder = sys.argv[1], sys.argv[2]
+mem = Memory(root, embedder=embedder, max_facts=10**7)
+indexer = mem._search.indexer
+indexer.embedder  # the model is not part of the load
+t = time.perf_counter()
+index = indexer.sync(Scope("default", "default"))
+took = time.perf_counter() - t
+print(json.dumps({"load_s": round(took, 3), "items": len(index), "mode": index.mode,
+                  "index_source": ",".join(sorted(set(getattr(indexer, "load_sources", {}).values()))) or "rows"}))
+mem.close()
+"""
+
+
+PG_CHILD = """
+import json, sys, time
+import tiermem
+t = time.perf_counter()
+from pathlib import Path
+import numpy as np
+from tiermem.clock import SystemClock
+from tiermem.config import load_settings
+from tiermem.search.engine import SearchEngine
+from tiermem.search.filters import SearchFilters
+from tiermem.storage.postgres.db import PgDatabase
+from tiermem.types import Scope
+url, folder = sys.argv[1], sys.argv[2]
+class Model:  # the query vector is handed in, as bench/search.py does
+    dim, model_id = 384, "bench-random-384"
+    def embed(self, texts):
+        raise AssertionError("nothing is embedded")
+db = PgDatabase(url)
+engine = SearchEngine(db, Model, load_settings(Path(folder), {"timezone": "UTC"}, environ={}), SystemClock())
+opened = time.perf_counter()
+rng = np.random.default_rng(5)
+def query():
+    v = rng.standard_normal(384).astype(np.float32)
+    return v / np.linalg.norm(v)
+engine.search_vector(Scope("default", "default"), "user coffee kafo", query(), 10, SearchFilters())
+first = time.perf_counter()
+engine.search_vector(Scope("default", "default"), "user tea mibo", query(), 10, SearchFilters())
+print(json.dumps({"open_s": round(opened - t, 3), "first_search_s": round(first - opened, 3),
+                  "total_s": round(first - t, 3), "second_search_ms": round((time.perf_counter() - first) * 1000, 1)}))
+db.close()
+"""
+
+
+def postgres_runs(runs: int, cache: Path) -> dict[str, Any]:
+    """Cold open + first search on the PostgreSQL schema ``bench/search.py --backend postgres --n
+    100000`` built (pgvector: nothing is loaded into the process)."""
+    from pgserver import server_url, with_schema
+    from search_postgres import FORMAT
+
+    url = with_schema(server_url(), f"bench_search_n100000_v{FORMAT}")
+    cache.mkdir(parents=True, exist_ok=True)
+    out = [child(PG_CHILD, url, str(cache)) for _ in range(runs)]
+    return {"runs": out, **{f"{key}_median": statistics.median(r[key] for r in out[1:] or out)
+                            for key in ("open_s", "first_search_s", "total_s", "second_search_ms")}}
+
+
+def build_store(folder: Path, n: int, model: str, dim: int) -> float | None:
+    """Build the store once (``bench/search.py``'s generator with this model's id and size)."""
+    import search as search_bench
+
+    if (folder / "complete").exists():
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiermem.db").unlink(missing_ok=True)
+    search_bench.MODEL, search_bench.DIM = model, dim
+    vocab = search_bench.vocabulary(20_000, np.random.default_rng(0))
+    seconds = search_bench.build(folder / "tiermem.db", n, vocab)
+    (folder / "complete").touch()
+    return round(seconds, 1)
+
+
+def drop_index_files(folder: Path) -> None:
+    for path in folder.glob("vectors*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def child(code: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
+                         env=ENV)
+    if out.returncode:
+        raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
+    if code is CHILD and args[-1] == "1":
+        print(out.stderr, file=sys.stderr)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def cli_run(folder: Path, embedder: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([str(Path(sys.executable).with_name("tiermem")), "--root", str(folder), "search", QUERY],
+                   capture_output=True, text=True, check=True, env=_env(embedder))
+    return time.perf_counter() - started
+
+
+def _env(embedder: str) -> dict[str, str]:
+    return {**ENV, "TIERMEM_EMBEDDER": embedder, "TIERMEM_MAX_FACTS": str(10**7)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--embedder", default="hash")
+    parser.add_argument("--cache", default="/tmp/tiermem-coldstart")
+    parser.add_argument("--fresh-file", action="store_true", help="delete the index files first")
+    parser.add_argument("--no-file", action="store_true", help="search_index_file = false: rebuild from rows")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--load-only", action="store_true")
+    parser.add_argument("--cli", action="store_true", help="time `tiermem search` too")
+    parser.add_argument("--postgres", action="store_true",
+                        help="instead: PostgreSQL's cold first search (needs `bench/search.py --backend postgres`)")
+    parser.add_argument("--build-only", action="store_true", help="build the store and stop")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.postgres:
+        print(json.dumps(postgres_runs(args.runs, Path(args.cache) / "pg")))
+        return 0
+    from tiermem.models.registry import ProviderOptions, make_embedder
+
+    embedder = make_embedder(args.embedder, ProviderOptions())
+    model, dim = str(embedder.model_id), int(embedder.dim)
+    folder = Path(args.cache) / f"cold-n{args.n}-{model.replace('/', '_')}"
+    result: dict[str, Any] = {"n": args.n, "embedder": model, "build_s": build_store(folder, args.n, model, dim)}
+    if args.no_file:
+        ENV["TIERMEM_SEARCH_INDEX_FILE"] = "0"
+    if args.build_only:
+        print(json.dumps(result))
+        return 0
+    if args.fresh_file:
+        drop_index_files(folder)
+    if args.profile:
+        child(CHILD, str(folder), args.embedder, QUERY, "1")
+        return 0
+    if args.load_only:
+        runs = [child(LOAD_CHILD, str(folder), args.embedder) for _ in range(args.runs)]
+        result["runs"] = runs
+        result["load_s_median"] = statistics.median(r["load_s"] for r in runs[1:] or runs)
+    else:
+        runs = [child(CHILD, str(folder), args.embedder, QUERY, "0") for _ in range(args.runs)]
+        later = runs[1:] or runs
+        result["runs"] = runs
+        for key in ("open_s", "first_search_s", "total_s", "rss_mb", "peak_rss_mb", "second_search_ms"):
+            result[f"{key}_median"] = statistics.median(r[key] for r in later)
+    if args.cli:
+        walls = [cli_run(folder, args.embedder) for _ in range(max(3, args.runs))]
+        result["cli_wall_s"] = [round(w, 2) for w in walls]
+        result["cli_wall_median_s"] = round(statistics.median(walls[1:]), 2)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Keyword statistics are per scope (issue 16): one user's data never moves another user's ranking
+or scores, nor which query terms the keyword budget affords."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiermem import Memory
+from tiermem.facts.store import NewFact
+from tiermem.storage.search import DfTerm, open_search_index
+from tiermem.testing import FakeClock, HashEmbedder
+from tiermem.types import Scope
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
+QUERIES = ("bees honey", "where does Alice keep the hive", "lavender garden roof", "honey jars for the market",
+           "bees", "Alice")
+
+
+def open_memory(root: Path, clock: FakeClock, user: str, agent: str = "default", **settings: Any) -> Memory:
+    return Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", user_id=user, agent_name=agent,
+                  **settings)
+
+
+def results(mem: Memory) -> dict[str, list[tuple[str, float]]]:
+    return {query: [(hit.ref, hit.score) for hit in mem.search(query, k=20, min_score=0)] for query in QUERIES}
+
+
+def fill_alice(alice: Memory) -> None:
+    alice.facts.add_many([NewFact("Alice keeps bees on the roof"), NewFact("Alice sells honey jars at the market"),
+                          NewFact("The lavender garden feeds the bees"), NewFact("Alice's hive sits by the chimney")])
+    alice.daily.append("Notes", ["Alice harvested honey from the roof hive", "the bees liked the lavender"], at=NOON)
+
+
+@pytest.mark.parametrize("budget", [5000, 12])  # 12: the budget must drop terms in the big scopes
+def test_another_users_data_leaves_results_and_scores_unchanged(root: Path, clock: FakeClock, budget: int) -> None:
+    settings = {"search_keyword_budget": budget}
+    with open_memory(root, clock, "alice", **settings) as alice:
+        fill_alice(alice)
+        before = results(alice)
+        assert all(before.values()) and any(len(hits) > 1 for hits in before.values())
+        with open_memory(root, clock, "bob", **settings) as bob, \
+                open_memory(root, clock, "alice", "helper", **settings) as helper:
+            # the same words, many times over, in another user's facts and journal and in another
+            # agent's facts of the same user: all outside alice/default's scope
+            bob.facts.add_many([NewFact(f"Bob's bees number {i} make honey for the market") for i in range(60)])
+            bob.daily.append("Notes", [f"bob checked hive {i}; the bees and the honey are fine" for i in range(40)],
+                             at=NOON)
+            helper.facts.add_many([NewFact(f"Alice asked about lavender and bees, note {i}") for i in range(30)])
+        after = results(alice)
+    assert after == before
+
+
+def test_document_frequencies_are_counted_within_the_scope(root: Path, clock: FakeClock) -> None:
+    with open_memory(root, clock, "alice") as alice, open_memory(root, clock, "bob") as bob:
+        alice.facts.add_many([NewFact(f"common word {i} of alice") for i in range(7)] + [NewFact("a rare zebra")])
+        alice.daily.append("Notes", ["a common record in the journal"], at=NOON)
+        bob.facts.add_many([NewFact(f"common word {i} of bob") for i in range(40)])
+        index = open_search_index(alice.db)
+        keys = index.index_terms(["common", "zebra", "absent"])
+        terms = [DfTerm(word, tuple(k)) for word, k in zip(("common", "zebra", "absent"), keys, strict=True)]
+        scope = Scope("alice", "default")
+        assert index.doc_freqs("text", terms, scope) == [8, 1, 0]  # 7 facts + the user's journal record
+        assert index.doc_freqs("text", terms, Scope("bob", "default")) == [40, 0, 0]
+        assert index.doc_freqs("text", terms, scope, cap=3) == [4, 1, 0]  # stops past the cap
+        assert index.doc_freqs("words", terms[:1], Scope("carol", "default")) == [0]
+        assert index.count(scope) == 9
+
+
+def test_a_store_of_one_scope_counts_store_wide_with_the_same_result(root: Path, clock: FakeClock) -> None:
+    with open_memory(root, clock, "alice") as alice:
+        alice.facts.add_many([NewFact(f"common word {i}") for i in range(5)])
+        alice.daily.append("Notes", ["a common record"], at=NOON)
+        index = open_search_index(alice.db)
+        scope = Scope("alice", "default")
+        terms = [DfTerm(word, tuple(k)) for word, k in zip(("common", "record"),
+                                                           index.index_terms(["common", "record"]), strict=True)]
+        assert index.only_scope(scope)
+        assert index.doc_freqs("text", terms, None) == index.doc_freqs("text", terms, scope) == [6, 1]
+        assert index.doc_freqs("grams", [DfTerm("com", ("com",))], None, cap=2) == [3]
+        with open_memory(root, clock, "alice", "helper") as helper:
+            helper.facts.add("the helper's own common fact")
+            assert not index.only_scope(scope)
+            assert not index.only_scope(Scope("alice", "helper"))
+            assert index.doc_freqs("text", terms, scope) == [6, 1]
+            assert index.doc_freqs("text", terms, None) == [7, 1]
+        assert not index.only_scope(Scope("bob", "default"))

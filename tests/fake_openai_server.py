@@ -12,7 +12,7 @@ request it got.
 
 A reply may be:
 - ``str``: the assistant text, wrapped in a chat completion (or an Anthropic message when the
-  request went to ``/v1/messages``);
+  request went to ``/v1/messages``, or a Responses-API response when it went to ``/v1/responses``);
 - ``dict`` / ``list``: sent as the JSON body with status 200;
 - :class:`Reply`: full control (status, body, headers, delay, dropped connection).
 
@@ -38,6 +38,10 @@ __all__ = [
     "chat_reply",
     "anthropic_reply",
     "error_reply",
+    "responses_reply",
+    "response_message",
+    "response_function_call",
+    "response_reasoning",
 ]
 
 
@@ -113,6 +117,39 @@ def anthropic_reply(text: str, *, model: str = "claude-fake", stop_reason: str =
         "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
+# --- the Responses API (``POST /v1/responses``, non-streaming), as the OpenAI Agents SDK uses it ---
+def response_message(text: str, *, item_id: str = "msg_fake") -> dict[str, Any]:
+    """An assistant output message of a Responses-API response."""
+    return {"type": "message", "id": item_id, "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+
+
+def response_function_call(name: str, arguments: dict[str, Any] | str, *, call_id: str = "call_fake",
+                           item_id: str | None = None) -> dict[str, Any]:
+    """A ``function_call`` output item: the model asks for tool ``name`` with ``arguments``."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"type": "function_call", "id": item_id or f"fc_{call_id}", "call_id": call_id, "name": name,
+            "arguments": text, "status": "completed"}
+
+
+def response_reasoning(summary: str, *, item_id: str = "rs_fake") -> dict[str, Any]:
+    """A ``reasoning`` output item (it has no role)."""
+    return {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": summary}]}
+
+
+def responses_reply(*output: dict[str, Any], model: str = "fake-model", response_id: str = "resp_fake",
+                    input_tokens: int = 10) -> dict[str, Any]:
+    """A Responses-API response body whose ``output`` is the given items."""
+    return {
+        "id": response_id, "object": "response", "created_at": 1_767_225_600, "model": model,
+        "status": "completed", "output": list(output), "parallel_tool_calls": True, "tool_choice": "auto",
+        "tools": [], "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
+        "temperature": 1.0, "top_p": 1.0,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 5, "total_tokens": input_tokens + 5,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
     }
 
 
@@ -236,6 +273,8 @@ def _as_reply(spec: ReplySpec, request: RecordedRequest) -> Reply:
         model = str(body.get("model", "fake-model"))
         if request.path.rstrip("/").endswith("/messages"):
             return Reply(body=anthropic_reply(spec, model=model))
+        if request.path.rstrip("/").endswith("/responses"):
+            return Reply(body=responses_reply(response_message(spec), model=model))
         return Reply(body=chat_reply(spec, model=model))
     return Reply(body=spec)
 

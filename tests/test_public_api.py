@@ -85,4 +85,7 @@ def test_provider_objects_must_implement_their_protocol(tmp_path: Path) -> None:
         Memory(tmp_path / "b", embedder=object())  # type: ignore[arg-type]
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     with Memory(tmp_path / "c", llm=ScriptedChatModel([]), embedder=HashEmbedder()) as mem:
-        assert isinstance(mem.llm, ScriptedChatModel) and isinstance(mem.embedder, HashEmbedder)
+        from tiermem.calls import unwrap_model  # mem.llm logs each call (tiermem.calls) around the model given
+
+        assert unwrap_model(mem.llm) is mem._llm_object and isinstance(unwrap_model(mem.llm), ScriptedChatModel)
+        assert isinstance(mem.embedder, HashEmbedder)

@@ -15,12 +15,13 @@ tombstone, so extraction still does not bring it back — R27 — and an audit e
 content); other tombstones keep only the hash of their casefolded text; the text is replaced by
 ``[purged]`` in audit entries, summaries, plans, queued messages (whose journal and extraction
 digests carry over, so processing them later writes no second record), every kept ``MEMORY.md``
-version, ``MEMORY.md`` itself, the Daily files and the dream diaries. Rewriting those files is the
+version, ``MEMORY.md`` itself, the Daily files, the dream diaries and the LLM call log's prompts, replies
+and errors (it holds texts only with ``log_prompts``: docs/calls.md). Rewriting those files is the
 one exception to append-only; the purge records it in the audit as a SHA-256 of the purged text
 (casefolded, whitespace-folded) and counts, never the text. The rewritten files are re-indexed,
 and the vectors embedded from the old text (and their content-hash cache entries) are deleted.
 
-For a user: every row with that user id in every table, the user's journal digests, vectors,
+For a user: every row with that user id in every table (the LLM call log's too), the user's journal digests, vectors,
 ``MEMORY.md``, ``memory/`` (Daily files, diaries) and lock files; the user's folder goes if
 nothing else is in it. The purge's audit entry goes to the purging scope (to ``default/default``
 when that scope's user is the one purged).
@@ -53,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from tiermem import validate
 from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput, NotFound, StorageError, TiermemError
+from tiermem.search.index_files import drop_user_files
 from tiermem.storage.purge import Matcher, OutboxChange, PurgeRepository, sha256_hex
 from tiermem.tiers.daily import LOCK_FILE as JOURNAL_LOCK
 from tiermem.tiers.daily import LOCK_TIMEOUT_SECONDS, namespace_prefixes
@@ -198,6 +200,7 @@ def _purge_text(mem: Memory, target: _Target, matcher: Matcher, dry_run: bool) -
         mem.refresh_index()
         rows["chunks"] = rows.get("chunks", 0) + repo.drop_stale_index(target.user_id, matcher)
         vectors = repo.delete_vectors(hashes | _vector_hashes(texts, matcher))
+        drop_user_files(mem.db, target.user_id)  # the user's vector index files held the old vectors
         report = PurgeReport(target.kind, target.user_id, target.sha256, False, tuple(f.id for f in erased),
                              {t: n for t, n in rows.items() if n}, {c.shown: c.count for c in changes}, vectors)
         return _finish(mem, repo, report, mem.scope, at, target.fact_id)
@@ -210,6 +213,8 @@ def _erase_rows(mem: Memory, repo: PurgeRepository, user_id: str, matcher: Match
     rows = repo.scrub_columns(user_id, matcher)
     rows["tombstones"] = repo.hash_tombstones(user_id, matcher)
     rows["plans"] = repo.scrub_plans(user_id, matcher)
+    rows["store_items"] = repo.scrub_store_items(user_id, matcher)
+    rows["session_items"] = repo.scrub_session_items(user_id, matcher)
     changed = repo.scrub_outbox(user_id, matcher)
     _carry_digests(mem, changed)
     rows["outbox"] = max(len(changed), rows.get("outbox", 0))  # items whose messages or error held it
@@ -400,6 +405,7 @@ def _purge_user(mem: Memory, target: _Target, dry_run: bool) -> PurgeReport:
 
         SearchRepository(mem.db).prune_removed_log(keep=0)  # every loaded vector index reloads
         vectors = repo.delete_vectors(hashes | _vector_hashes(texts, None))
+        drop_user_files(mem.db, user)
         report = PurgeReport("user", user, target.sha256, False, rows=rows, files=dict.fromkeys(shown, 0),
                              vectors=vectors)
         scope = mem.scope if mem.scope.user_id != user else Scope(DEFAULT_USER, "default")

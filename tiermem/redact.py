@@ -18,6 +18,7 @@ ids) go through :func:`redact_id`, which keeps different ids apart with a short 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -165,6 +166,42 @@ def redact_data(value: _T) -> _T:
     return _walk(value, redact)  # type: ignore[no-any-return]
 
 
+def redact_json(text: str, clean: Callable[[str], str] = redact) -> str:
+    """The JSON text of a stored object (a LangGraph store value, an agent SDK session item) with
+    its string leaves redacted (keys kept), each also as the pair ``"key": "value"`` reads in a JSON
+    text, so ``{"api_key": "..."}`` loses its value as it would in a message. Nothing to redact gives
+    back ``text`` itself: a value without secrets keeps its exact text (key order, number spelling)."""
+    value = json.loads(text)
+    cleaned = _walk_named(value, clean)
+    return text if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
+
+
+def _walk_named(value: Any, clean: Callable[[str], str]) -> Any:
+    if isinstance(value, dict):
+        return {key: _named(key, item, clean) if isinstance(item, str) else _walk_named(item, clean)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_walk_named(item, clean) for item in value]
+    return clean(value) if isinstance(value, str) else value
+
+
+def _named(key: str, text: str, clean: Callable[[str], str]) -> str:
+    text = clean(text)
+    lowered = key.lower()
+    if not any(trigger in lowered for trigger in _TRIGGERS):
+        return text  # a name that no rule reads (most keys): the pair holds nothing more than the text
+    pair = json.dumps({key: text}, ensure_ascii=False)
+    cleaned = clean(pair)
+    if cleaned == pair:
+        return text
+    try:
+        found = json.loads(cleaned)  # a quoted value keeps its quotes: still one JSON object
+    except ValueError:
+        return text  # a match across the key and the value (hostile keys): the leaf alone, redacted
+    values = list(found.values()) if isinstance(found, dict) else []
+    return values[0] if len(values) == 1 and isinstance(values[0], str) else text
+
+
 def _walk(value: Any, clean: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return clean(value)
@@ -199,6 +236,10 @@ class Redactor:
     def data(self, value: _T) -> _T:
         """A JSON-like value: see :func:`redact_data`."""
         return redact_data(value) if self.enabled else value
+
+    def json_text(self, text: str) -> str:
+        """The JSON text of a stored object: see :func:`redact_json`."""
+        return redact_json(text) if self.enabled else text
 
     @property
     def scrub(self) -> Callable[[str], str] | None:

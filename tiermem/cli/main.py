@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "tiermem.cli.migrate",
     "tiermem.cli.worker",
     "tiermem.cli.mirror",
+    "tiermem.cli.calls",
+    "tiermem.cli.ui",
 )
 
 for _module in COMMAND_MODULES:

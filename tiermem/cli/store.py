@@ -23,7 +23,7 @@ _TEMPLATE = """\
 [tiermem]
 # llm = "openai:gpt-4o-mini"            # or "openai-compatible:llama3.1" with llm_base_url, "none"
 # llm_base_url = "http://localhost:11434/v1"
-# embedder = "local"                    # "hash", "openai:text-embedding-3-small"
+# embedder = "local"                    # MiniLM (int8 in a new store), "hash", "openai:text-embedding-3-small"
 # debounce_seconds = 30
 # fact_confidence_threshold = 0.5
 # max_facts = 500
@@ -31,6 +31,11 @@ _TEMPLATE = """\
 # daily_retention_days = 90
 # timezone = "Europe/Berlin"
 # database_url = "postgresql://user:password@host:5432/db"   # the store in PostgreSQL (TIERMEM_DATABASE_URL)
+# log_prompts = false                   # the LLM call log keeps prompt texts (redacted) only when true
+# call_log_retention_days = 90
+# [tiermem.prices."openai:gpt-4o-mini"] # USD per million tokens: costs in `tiermem calls` and `stats`
+# input_per_mtok = 0.15
+# output_per_mtok = 0.60
 """
 
 

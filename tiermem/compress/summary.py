@@ -11,6 +11,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from tiermem.calls.trace import call_purpose, note_parse_failure
 from tiermem.compress.rules import CompressionAction
 from tiermem.errors import ProviderError
 from tiermem.tokens import count_tokens, truncate_to_tokens
@@ -71,6 +72,7 @@ def summary_request(previous: str, actions: Sequence[CompressionAction]) -> list
     return [{"role": "system", "content": _instructions()}, {"role": "user", "content": user}]
 
 
+@call_purpose("compression")  # the LLM call log's purpose
 def summarise(llm: ChatModel, previous: str, actions: Sequence[CompressionAction]) -> str:
     """The updated running summary (``previous`` unchanged when nothing was lost).
 
@@ -87,5 +89,6 @@ def summarise(llm: ChatModel, previous: str, actions: Sequence[CompressionAction
         raise ProviderError(f"summary request failed: {exc}") from exc
     text = reply.strip() if isinstance(reply, str) else ""
     if not text:
+        note_parse_failure(reply, "the model returned an empty summary")
         raise ProviderError("the model returned an empty summary")
     return text

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
+from tiermem.calls.trace import call_purpose, note_parse_failure
 from tiermem.clock import Clock
 from tiermem.dream.diary import append_diary, diary_entry
 from tiermem.dream.guards import check_rewrite
@@ -252,6 +253,7 @@ class DreamRunner:
             return DreamResult("refused", "MEMORY.md changed while the dream ran; nothing written (dream again)",
                                days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior))
 
+    @call_purpose("dream")  # the LLM call log's purpose
     def _ask(self, llm: ChatModel, before: str, dailies: list[DailySource]) -> str:
         today = self.clock.now().astimezone(self.tz).date()
         messages = build_dream_messages(before, dailies, today, self.budget)
@@ -266,6 +268,7 @@ class DreamRunner:
         try:
             parsed = parse_dream_reply(reply)
         except DreamReplyError as exc:
+            note_parse_failure(reply, exc)  # the call log's row of this reply: parse_failed
             log.debug("unusable dream reply: %.2000s", exc.raw)
             raise _Refusal(DreamResult("refused", f"unusable reply: {exc}")) from exc
         checker = SupportChecker(before, dailies, self.policy, self.embedder)

@@ -14,6 +14,7 @@ import base64
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import ConfigError, InvalidInput, ProviderError
@@ -40,12 +41,15 @@ def _token_bound(text: str) -> int:
 
 
 class OpenAIEmbedder:
-    """An embedder behind the OpenAI embeddings API. Thread-safe.
+    """An embedder behind the OpenAI embeddings API. Thread-safe. ``remote``: its requests are
+    model calls the LLM call log records (purpose ``embed``, :mod:`tiermem.calls`).
 
     ``provider`` is ``"openai"`` or ``"openai-compatible"`` (then ``base_url`` is required and
     the API key optional). ``dim`` comes from ``dimensions``, the table of known models, or the
     first response (asking ``dim`` before any call sends one small probe request).
     """
+
+    remote = True
 
     def __init__(
         self,
@@ -108,6 +112,7 @@ class OpenAIEmbedder:
                         base_url=self._base_url,
                         timeout=self._timeout,
                         max_retries=self._max_retries,
+                        http_client=openai.DefaultHttpxClient(event_hooks=_CALL_LOG_HOOKS),
                     )
                 except openai.OpenAIError as exc:
                     raise ConfigError(f"cannot set up the {self._provider} client: {exc}") from exc
@@ -170,7 +175,11 @@ class OpenAIEmbedder:
             raise ProviderError(f"{self._provider} embeddings timed out after {self._timeout}s") from exc
         except (openai.OpenAIError, ValueError, TypeError) as exc:
             raise ProviderError(f"{self._provider} embeddings ({self._model}) failed: {exc}") from exc
-        return self._parse(response, len(batch))
+        finally:
+            _request_ended()
+        vectors = self._parse(response, len(batch))
+        _note_usage(response, batch)
+        return vectors
 
     def _parse(self, response: Any, expected: int) -> npt.NDArray[np.float32]:
         import numpy as np
@@ -195,6 +204,59 @@ class OpenAIEmbedder:
                 raise ProviderError(f"{self._provider} returned {vectors.shape[1]}-dim vectors; expected {self._dim}")
         result: npt.NDArray[np.float32] = vectors
         return result
+
+
+# --- the LLM call log (tiermem.calls): each HTTP attempt the SDK makes, retries included ---------
+_http = threading.local()  # this thread's request in flight: when it started, whether it was answered
+
+
+def _on_request(request: Any) -> None:
+    """httpx hook: a request starts. One still open means the one before got no answer (a connection
+    error or timeout the SDK retries): that one is logged as failed."""
+    from tiermem.calls import note_attempt
+
+    if getattr(_http, "started", None) is not None:
+        note_attempt((time.perf_counter() - _http.started) * 1000, "no response (connection error or timeout)")
+    _http.started = time.perf_counter()
+
+
+def _on_response(response: Any) -> None:
+    """httpx hook: an answer (its headers) arrived; an HTTP error status is a failed attempt."""
+    from tiermem.calls import note_attempt
+
+    started = getattr(_http, "started", None)
+    _http.started = None
+    status = int(response.status_code)
+    latency = 0.0 if started is None else (time.perf_counter() - started) * 1000
+    note_attempt(latency, None if status < 400 else f"HTTP {status}")
+
+
+def _request_ended() -> None:
+    """After the SDK call: a request left unanswered failed (the caller gets the error)."""
+    from tiermem.calls import note_attempt
+
+    started = getattr(_http, "started", None)
+    if started is not None:
+        _http.started = None
+        note_attempt((time.perf_counter() - started) * 1000, "no response (connection error or timeout)")
+
+
+def _note_usage(response: Any, batch: list[str]) -> None:
+    """The prompt tokens the server reported (compatible servers may not), else counted."""
+    from tiermem.calls.trace import note_usage, tracing_active
+
+    if not tracing_active():
+        return
+    reported = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+    if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0:
+        note_usage(reported, 0)
+    else:
+        from tiermem.tokens import count_tokens
+
+        note_usage(sum(count_tokens(text) for text in batch), 0, counted=True)
+
+
+_CALL_LOG_HOOKS: dict[str, list[Any]] = {"request": [_on_request], "response": [_on_response]}
 
 
 def _vector(embedding: Any) -> Any:

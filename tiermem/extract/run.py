@@ -14,6 +14,7 @@ from collections.abc import Set
 from dataclasses import replace
 from typing import Any
 
+from tiermem.calls.trace import call_purpose, note_parse_failure
 from tiermem.errors import ExtractionError
 from tiermem.extract.parse import Dropped, ExtractionResult, parse_extraction
 from tiermem.extract.prompt import EXTRACTION_SCHEMA, prompt_examples
@@ -29,6 +30,7 @@ RETRY_TEMPLATE = (
 )
 
 
+@call_purpose("extraction")  # the LLM call log's purpose of the calls made inside
 def extract_once(
     llm: ChatModel,
     messages: list[dict[str, Any]],
@@ -48,6 +50,7 @@ def extract_once(
         return _without_echoes(parse_extraction(raw, valid_short_ids), messages)
     except ExtractionError as exc:
         first = exc
+        note_parse_failure(raw, exc)  # the call log's row of this reply: parse_failed
     log.warning("extraction reply unusable (%s); retrying once. Reply began: %r", first, raw[:200])
     retry = [
         *messages,
@@ -58,6 +61,7 @@ def extract_once(
     try:
         return _without_echoes(parse_extraction(raw_again, valid_short_ids), messages)
     except ExtractionError as second:
+        note_parse_failure(raw_again, second)
         raise ExtractionError(
             f"extraction failed after one retry: {second} (first reply: {first})", raw=raw_again
         ) from second

@@ -87,10 +87,10 @@ class HttpOptions:
 def check_token(token: object) -> str:
     """A usable bearer token: at least :data:`MIN_TOKEN_CHARS` printable ASCII characters, no spaces."""
     if not isinstance(token, str) or not _TOKEN_RE.fullmatch(token):
-        raise InvalidInput("the MCP token must be printable ASCII without spaces "
+        raise InvalidInput("the token must be printable ASCII without spaces "
                            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
     if len(token) < MIN_TOKEN_CHARS:
-        raise InvalidInput(f"the MCP token must have at least {MIN_TOKEN_CHARS} characters, got {len(token)}")
+        raise InvalidInput(f"the token must have at least {MIN_TOKEN_CHARS} characters, got {len(token)}")
     return token
 
 
@@ -112,12 +112,14 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
 
 
-def check_exposure(options: HttpOptions) -> None:
-    """Refuse to serve a non-loopback address without a token, unless ``insecure`` is set."""
+def check_exposure(options: HttpOptions, token_env: str = TOKEN_ENV, insecure_flag: bool = True) -> None:
+    """Refuse to serve a non-loopback address without a token, unless ``insecure`` is set
+    (``token_env``, ``insecure_flag``: what the message offers; the web viewer has its own
+    variable and no ``--insecure``)."""
     if not options.loopback and options.token is None and not options.insecure:
+        way_out = ", or pass --insecure if something in front of it authenticates" if insecure_flag else ""
         raise InvalidInput(f"refusing to serve {options.host} without a token: anyone who can reach the port could "
-                           f"read and change this memory. Set TIERMEM_MCP_TOKEN (or --token), or pass --insecure "
-                           f"if something in front of it authenticates")
+                           f"read and change this memory. Set {token_env} (or --token){way_out}")
 
 
 def security_settings(options: HttpOptions) -> TransportSecuritySettings:

@@ -16,6 +16,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from tiermem.calls.trace import note_usage
 from tiermem.errors import ConfigError, ProviderError
 from tiermem.models.retry import (
     Rejected,
@@ -23,6 +24,7 @@ from tiermem.models.retry import (
     call_with_retries,
     classify_sdk_error,
     retry_from_options,
+    token_count,
 )
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ class AnthropicChat:
             if schema is None:
                 raise ProviderError(f"{self.model_id} refused the request: {exc}") from exc.cause
             raise
+        _note_usage(response)
         return _reply_text(response, self.model_id)
 
 
@@ -150,6 +153,16 @@ def split_system(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, st
     if not turns:
         turns.append({"role": "user", "content": "(start)"})
     return "\n\n".join(system_parts), turns
+
+
+def _note_usage(response: Any) -> None:
+    """The call log's token counts: input tokens include those written to and read from the prompt cache."""
+    usage = getattr(response, "usage", None)
+    prompt = token_count(getattr(usage, "input_tokens", None))
+    if prompt is not None:
+        prompt += sum(token_count(getattr(usage, name, None)) or 0
+                      for name in ("cache_creation_input_tokens", "cache_read_input_tokens"))
+    note_usage(prompt, token_count(getattr(usage, "output_tokens", None)))
 
 
 def _reply_text(response: Any, model_id: str) -> str:

@@ -21,6 +21,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Literal
 
+from tiermem.calls.trace import note_usage
 from tiermem.errors import ConfigError, ProviderError
 from tiermem.models.retry import (
     Rejected,
@@ -28,6 +29,7 @@ from tiermem.models.retry import (
     call_with_retries,
     classify_sdk_error,
     retry_from_options,
+    token_count,
 )
 
 if TYPE_CHECKING:
@@ -141,6 +143,9 @@ class OpenAIChat:
             if schema is None or mode == "none":  # nothing simpler to fall back to
                 raise ProviderError(f"{self.model_id} refused the request: {exc}") from exc.cause
             raise
+        usage = getattr(response, "usage", None)  # for the call log; absent on some compatible servers
+        note_usage(token_count(getattr(usage, "prompt_tokens", None)),
+                   token_count(getattr(usage, "completion_tokens", None)))
         return _reply_text(response, self.model_id)
 
     def _request(self, messages: list[dict[str, Any]], schema: dict[str, Any] | None,

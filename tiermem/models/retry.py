@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from tiermem.calls.trace import note_attempt
 from tiermem.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -106,12 +107,15 @@ def call_with_retries(
 ) -> T:
     """Run ``call``; retry what ``classify`` calls ``retry``; raise :class:`Rejected` for
     ``reject`` and :class:`ProviderError` (from the SDK error) for the rest or when retries
-    run out. Only exceptions of the ``foreign`` types are handled; others propagate."""
+    run out. Only exceptions of the ``foreign`` types are handled; others propagate. Each attempt
+    is reported to the LLM call log (:func:`tiermem.calls.note_attempt`: latency, error)."""
     attempt = 0
     while True:
+        started = time.perf_counter()
         try:
-            return call()
+            result = call()
         except foreign as exc:
+            note_attempt((time.perf_counter() - started) * 1000, describe_error(exc))
             verdict = classify(exc)
             if verdict == "reject":
                 raise Rejected(exc) from exc
@@ -123,6 +127,9 @@ def call_with_retries(
                         policy.max_retries, wait)
             policy.sleep(wait)
             attempt += 1
+        else:
+            note_attempt((time.perf_counter() - started) * 1000)
+            return result
 
 
 def describe_error(exc: BaseException) -> str:
@@ -133,6 +140,11 @@ def describe_error(exc: BaseException) -> str:
     if len(message) > 300:
         message = message[:300] + "..."
     return f"{head}: {message}" if message else head
+
+
+def token_count(value: object) -> int | None:
+    """A token count from a provider's usage object, or ``None`` when it is not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def retry_from_options(options: ProviderOptions) -> RetryPolicy:

@@ -44,6 +44,9 @@ CONTENT_COLUMNS: dict[str, tuple[str, ...]] = {
     "core_versions": ("content",),
     "chunks": ("text",),
     "search_docs": ("text", "context"),
+    "store_items": ("value", "texts"),  # LangGraph store items (tiermem.integrations.langgraph)
+    "call_log": ("prompt", "completion", "error"),  # the LLM call log: texts only with log_prompts (and errors)
+    "session_items": ("item",),  # agent SDK session items, verbatim (tiermem.integrations.openai_agents)
 }
 
 #: Ids, names, hashes, times, days, enum values: nothing a person wrote.
@@ -77,6 +80,10 @@ KEY_COLUMNS: dict[str, tuple[str, ...]] = {
     "search_models": ("model",),
     "search_terms": ("kind",),
     "search_vectors": ("content_hash", "user_id", "agent_name", "tier", "category", "at"),
+    "store_items": ("user_id", "namespace", "key", "created_at", "updated_at", "expires_at"),
+    "call_log": ("at", "user_id", "agent_name", "purpose", "provider", "model", "outcome"),
+    "session_items": ("user_id", "agent_name", "session_id", "added_at"),
+    "agent_sessions": ("user_id", "agent_name", "session_id", "created_at", "updated_at"),
 }
 
 #: Columns the database computes from content columns (PostgreSQL's text search vectors, and its
@@ -92,6 +99,9 @@ DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {
 JSON_COLUMNS: dict[tuple[str, str], dict[str, Any]] = {
     ("outbox", "messages"): {"ensure_ascii": False},
     ("plans", "data"): {"ensure_ascii": False, "sort_keys": True, "separators": (",", ":")},
+    ("store_items", "value"): {"ensure_ascii": False},
+    ("store_items", "texts"): {"ensure_ascii": False},
+    ("session_items", "item"): {"ensure_ascii": False},
 }
 
 #: Plain text columns a text purge rewrites in place (facts, tombstones, JSON and the search
@@ -101,12 +111,13 @@ SCRUBBED_COLUMNS: dict[str, tuple[str, ...]] = {
     "audit": ("content", "reason", "source"),
     "summaries": ("summary",),
     "outbox": ("last_error",),
+    "call_log": ("prompt", "completion", "error"),
 }
 
 #: The key of each table whose rows a text purge rewrites in place.
 ROW_KEYS: dict[str, tuple[str, ...]] = {
     "facts": ("id",), "audit": ("id",), "summaries": ("user_id", "agent_name", "key"), "outbox": ("id",),
-    "core_versions": ("id",),
+    "core_versions": ("id",), "call_log": ("id",),
 }
 # Deleted last when a user goes: deleting facts and chunks writes to them through triggers.
 _LAST = ("search_docs", "change_epochs")
@@ -238,6 +249,8 @@ class PurgeRepository:
                               ("audit", "content"), ("core_versions", "content")):
             texts += [str(r[0]) for r in self._rows(f"SELECT {column} FROM {table} WHERE user_id = ?"
                                                     f" AND {column} IS NOT NULL", [user_id]) if hit(r[0])]
+        for row in self._rows("SELECT texts FROM store_items WHERE user_id = ?", [user_id]):  # LangGraph store
+            texts += [str(t) for t in _as_list(row[0]) if hit(t)]
         return hashes, texts
 
     def user_rows(self, user_id: str, namespace_prefixes: Sequence[str]) -> dict[str, int]:
@@ -327,6 +340,31 @@ class PurgeRepository:
                 changes.append(OutboxChange(Scope(row["user_id"], row["agent_name"]), row["thread_id"],
                                             _as_list(row["messages"]), _as_list(text)))
         return changes
+
+    def scrub_store_items(self, user_id: str, matcher: Matcher) -> int:
+        """Replace the text inside LangGraph store items (their values and search texts); how many
+        items changed. An erasure is the one write that changes a value behind its owner's back."""
+        changed = 0
+        for row in self._rows("SELECT namespace, key, value, texts FROM store_items WHERE user_id = ?"
+                              " ORDER BY namespace, key", [user_id]):
+            value, in_value = _rewrite_json(row["value"], matcher, JSON_COLUMNS[("store_items", "value")])
+            texts, in_texts = _rewrite_json(row["texts"], matcher, JSON_COLUMNS[("store_items", "texts")])
+            if in_value or in_texts:
+                self.conn.execute("UPDATE store_items SET value = ?, texts = ? WHERE user_id = ? AND namespace = ?"
+                                  " AND key = ?", (value, texts, user_id, row["namespace"], row["key"]))
+                changed += 1
+        return changed
+
+    def scrub_session_items(self, user_id: str, matcher: Matcher) -> int:
+        """Replace the text inside agent SDK session items (kept verbatim otherwise); how many changed."""
+        changed = 0
+        style = JSON_COLUMNS[("session_items", "item")]
+        for row in self._rows("SELECT id, item FROM session_items WHERE user_id = ? ORDER BY id", [user_id]):
+            text, count = _rewrite_json(row["item"], matcher, style)
+            if count:
+                self.conn.execute("UPDATE session_items SET item = ? WHERE id = ?", (text, row["id"]))
+                changed += 1
+        return changed
 
     def scrub_plans(self, user_id: str, matcher: Matcher) -> int:
         """Replace the text inside plans; a changed plan's revision moves (it is the plan's epoch)."""

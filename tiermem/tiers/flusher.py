@@ -22,6 +22,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from tiermem.calls.trace import call_purpose, note_parse_failure
 from tiermem.errors import TiermemError
 from tiermem.tiers.conversation import ConversationJournal, NumberedMessage
 from tiermem.tiers.flush import kept_indices
@@ -104,14 +105,18 @@ class SessionFlusher:
             log.debug("flush of session %s: %d scheduled and %d already journaled messages skipped",
                       session.conversation_id, result.scheduled, result.skipped)
 
+    @call_purpose("session_summary")  # the LLM call log's purpose
     def _summarise(self, llm: ChatModel, session: FlushTarget, piece: int, at: datetime,
                    messages: list[NumberedMessage]) -> None:
         """Background job: the LLM's event lines replace the piece and become an extra block
         (once per set of messages: a replay after a restart does not write it again)."""
+        reply: str | None = None
         try:
             request = summary_request([m.message for m in messages], session.summary_before(piece), at.date())
-            lines = parse_summary(llm.complete(request))
+            reply = llm.complete(request)
+            lines = parse_summary(reply)
         except Exception as exc:  # any LLM failure: no summary block; the verbatim record stands (R8)
+            note_parse_failure(reply, exc)  # a reply without event lines: its call log row is parse_failed
             log.warning("LLM summary of %d messages failed (%s); the verbatim record stands", len(messages), exc)
         else:
             session.set_summary_piece(piece, lines)

@@ -74,7 +74,8 @@ def migrate_store(root: Path, url: str, *, replace: bool = False) -> MigrateRepo
 
 #: Tables a store fills by itself (settings of its index, counters, the removal log): rows there are
 #: no memory of anyone's.
-SELF_FILLED = frozenset({"meta", "change_epochs", "search_models", "search_removed", "journal_intents"})
+SELF_FILLED = frozenset({"meta", "change_epochs", "search_models", "search_removed", "journal_intents",
+                         "call_log"})
 
 
 def holds_memory(db: Database) -> list[str]:

@@ -17,12 +17,15 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import ImportConflict, InvalidInput
+from tiermem.integrations.store_values import whole_value_texts
+from tiermem.redact import Redactor, redact_json
 from tiermem.storage.facts import TOMBSTONE_HASH_PREFIX
+from tiermem.storage.store_items import stored_namespace
 from tiermem.transfer import schema as s
 from tiermem.transfer.schema import where
 from tiermem.transfer.section import Restore, Row, Section, TableSpec, names, rows_of, scope_filter, table_section
 from tiermem.types import CATEGORIES, SUMMARY_KEYS, Scope
-from tiermem.validate import normalise
+from tiermem.validate import json_depth, normalise
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database
@@ -33,6 +36,7 @@ NOT_EXPORTED = frozenset({
     "journal_intents",  # write-ahead marks of Daily appends in flight: settled by the next writer, never carried
     "memory_files", "memory_blocks",  # PostgreSQL: the Markdown files as rows, which travel as the files section
     "search_models", "search_vectors", "search_terms",  # PostgreSQL's vector index and keyword vocabulary
+    "call_log",  # the LLM call log: a record of this store's model calls, not memory (docs/calls.md)
 })
 AGENT_SCOPE = {"user_id": s.name, "agent_name": s.name}
 
@@ -314,6 +318,55 @@ def _clean_version(row: Row, how: Restore) -> Row:
     return {**row, "content": content, "sha256": hashlib.sha256(content.encode("utf-8")).hexdigest()}
 
 
+def _clean_store_item(row: Row, how: Restore) -> Row:
+    """A LangGraph store item, redacted as the store's own writes redact it (R68): the strings of
+    its value (a value without secrets keeps its exact text) and of its query texts, its namespace
+    labels and key as ids (:mod:`tiermem.storage.store_items`). A value that held a secret gets the
+    texts of its whole redacted value (a secret known only by its key, ``{"api_key": ...}``, cannot
+    be found in texts cut from it)."""
+    texts = [str(t) for t in json.loads(row["texts"])] if isinstance(row["texts"], str) else []
+    if how.scrub is None:
+        return {**row, "texts": json.dumps(texts, ensure_ascii=False)}
+    value = redact_json(row["value"], how.scrub)
+    if value != row["value"] and texts:
+        texts = whole_value_texts(json.loads(value))
+    return {**row, "texts": json.dumps([how.clean(t) for t in texts], ensure_ascii=False), "value": value,
+            "key": how.clean_id(row["key"]),
+            "namespace": stored_namespace(Redactor(True), row["user_id"], row["namespace"])}
+
+
+def _clean_session_item(row: Row, how: Restore) -> Row:
+    """An agent SDK session item (or, without ``item``, a session): its strings and session id
+    redacted as the session's own writes redact them (R68)."""
+    cleaned = {**row, "session_id": how.clean_id(row["session_id"])}
+    if "item" in row and how.scrub is not None:
+        cleaned["item"] = redact_json(row["item"], how.scrub)
+    return cleaned
+
+
+def _json_object(value: Any) -> str | None:
+    """A store value or an agent SDK session item: the JSON text of an object, nesting no deeper
+    than the limit (its strings are then redacted by walking it)."""
+    problem = s.text()(value)
+    if problem is not None:
+        return problem
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(parsed, dict):
+        return "expected the JSON text of an object"
+    try:
+        json_depth(parsed, "the object")
+    except InvalidInput as exc:
+        return str(exc)
+    return None
+
+
+def _optional(check: s.Check) -> s.Check:
+    return lambda value: None if value is None else check(value)
+
+
 _TABLES = (
     TableSpec("summaries", {**AGENT_SCOPE, "key": s.one_of(*SUMMARY_KEYS), "summary": s.text(),
                             "updated_at": s.timestamp},
@@ -334,6 +387,17 @@ _TABLES = (
     TableSpec("extracted_hashes", {**AGENT_SCOPE, "thread_id": s.identifier, "md5": s.text(), "at": s.timestamp},
               ("user_id", "agent_name", "thread_id", "md5"), "agent", "user_id, agent_name, thread_id, md5",
               ignore=("at",), transform=_clean_thread),
+    TableSpec("store_items", {"user_id": s.name, "namespace": s.text(), "key": s.identifier, "value": _json_object,
+                              "texts": s.text(), "created_at": s.timestamp, "updated_at": s.timestamp,
+                              "expires_at": _optional(s.timestamp), "ttl_minutes": _optional(s.number)},
+              ("user_id", "namespace", "key"), "user", "user_id, namespace, key", transform=_clean_store_item),
+    TableSpec("agent_sessions", {**AGENT_SCOPE, "session_id": s.identifier, "generation": s.count,
+                                 "created_at": s.timestamp, "updated_at": s.timestamp},
+              ("user_id", "agent_name", "session_id"), "agent", "user_id, agent_name, session_id",
+              transform=_clean_session_item),
+    TableSpec("session_items", {"id": s.count, **AGENT_SCOPE, "session_id": s.identifier, "item": _json_object,
+                                "added_at": s.timestamp},
+              ("id",), "agent", "id", ids="id", transform=_clean_session_item),
 )
 
 # --- day marks of exports made before prefix marks (issue 14) -----------------------------------
@@ -351,7 +415,7 @@ LEGACY_SECTIONS: tuple[Section, ...] = (
             _restore_day_marks),
 )
 #: Sections of version 2 that files written before them lack (they import without them).
-ADDED_SECTIONS = frozenset({"consolidated_prefix"})
+ADDED_SECTIONS = frozenset({"consolidated_prefix", "store_items", "agent_sessions", "session_items"})
 
 #: Every database section, in the order import restores them.
 SECTIONS: tuple[Section, ...] = (

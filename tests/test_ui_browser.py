@@ -91,10 +91,17 @@ def serving(mem: Memory) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def _submit(driver: Any, xpath: str) -> None:
+def _submit(driver: Any, xpath: str) -> str:
+    """Click the form's button and wait for the page it leads to: the flash message's text (a click
+    returns before the POST, its redirect and the next page have loaded)."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver.find_element(By.XPATH, xpath).click()
+    flash = WebDriverWait(driver, 60).until(
+        expected_conditions.presence_of_element_located((By.CLASS_NAME, "flash")))
+    return str(flash.text)
 
 
 def test_every_page_and_the_three_changes_in_a_real_browser(browser: Any, root: Path, clock: FakeClock,
@@ -125,22 +132,21 @@ def test_every_page_and_the_three_changes_in_a_real_browser(browser: Any, root: 
             box = browser.find_element(By.XPATH, f"{form}/textarea")
             box.clear()
             box.send_keys("Works on query planners")
-            _submit(browser, f"{form}/button")
-            assert f"saved fact {fact.id}" in browser.find_element(By.CLASS_NAME, "flash").text
+            assert f"saved fact {fact.id}" in _submit(browser, f"{form}/button")
             assert mem.facts.get(fact.id).content == "Works on query planners"
 
             # roll back to the version the hand edit replaced
             dream_text = mem.dream_versions()[0].content
             version = mem.dream_versions()[0].id
             browser.get(f"{url}/core")
-            _submit(browser, f"//button[text()='Roll back to version {version}']")
-            assert f"restored version {version}" in browser.find_element(By.CLASS_NAME, "flash").text
+            rollback = f"//button[text()='Roll back to version {version}']"
+            assert f"restored version {version}" in _submit(browser, rollback)
             assert mem.core.read() == dream_text
 
             # retry the dead queue item
             browser.get(f"{url}/queue")
-            _submit(browser, "//button[starts-with(text(), 'Retry dead-letter items')]")
-            assert "retried 1 dead item(s)" in browser.find_element(By.CLASS_NAME, "flash").text
+            retry = "//button[starts-with(text(), 'Retry dead-letter items')]"
+            assert "retried 1 dead item(s)" in _submit(browser, retry)
             assert OutboxRepository(mem.db).counts() == {}
             assert QUEUED_FACT in [f.content for f in mem.facts.list()]
     finally:

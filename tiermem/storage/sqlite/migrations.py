@@ -1,6 +1,7 @@
 """Schema migrations: a plain ordered list of small steps; ``PRAGMA user_version`` records progress.
 
-Append new steps at the end; never edit a step that has shipped.
+Append new steps at the end (steps 12 and later are in :mod:`tiermem.storage.sqlite.steps_late`);
+never edit a step that has shipped.
 """
 
 from __future__ import annotations
@@ -13,23 +14,10 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
+from tiermem.storage.sqlite import steps_late
+from tiermem.storage.sqlite.script import run_script
+
 Migration = Callable[[sqlite3.Connection], None]
-
-
-def run_script(conn: sqlite3.Connection, script: str) -> None:
-    """Execute ``script`` statement by statement inside the current transaction.
-
-    (``executescript`` would COMMIT first.) Statements are split where
-    ``sqlite3.complete_statement`` says one ends, so trigger bodies stay whole.
-    """
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            conn.execute(buffer)
-            buffer = ""
-    if buffer.strip():
-        raise ValueError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
 
 
 def _facts(conn: sqlite3.Connection) -> None:
@@ -472,144 +460,6 @@ def _purge(conn: sqlite3.Connection) -> None:
     the existing columns); the step stays so every store counts its versions the same way."""
 
 
-def _scope_term_stats(conn: sqlite3.Connection) -> None:
-    """Step 12 (issue 16): keyword statistics per scope. ``search_docs.scope_key`` (generated: one
-    word per (user, agent), :func:`tiermem.storage.sqlite.search.scope_token`) becomes a third
-    column of ``search_words``, so a term's document frequency is counted within a scope by
-    intersecting two posting lists; the word index is rebuilt with it (a few seconds per 100k
-    items, once). Also the store's random id, which the saved vector index files are checked
-    against (:mod:`tiermem.search.index_files`): made with the store, so no search ever writes it."""
-    words = "search_words (rowid, text, context, scope_key) VALUES (NEW.id, NEW.text, NEW.context, NEW.scope_key)"
-    delete = ("search_words (search_words, rowid, text, context, scope_key)"
-              " VALUES ('delete', OLD.id, OLD.text, OLD.context, OLD.scope_key)")
-    run_script(
-        conn,
-        f"""
-        ALTER TABLE search_docs ADD COLUMN scope_key TEXT GENERATED ALWAYS AS
-            ('s' || hex(user_id) || 'x' || hex(agent_name) || '0') VIRTUAL;
-        DROP TRIGGER search_docs_insert;
-        DROP TRIGGER search_docs_delete;
-        DROP TRIGGER search_docs_text;
-        DROP TRIGGER search_docs_context;
-        DROP TABLE search_words;
-        CREATE VIRTUAL TABLE search_words USING fts5(
-            text, context, scope_key, content='search_docs', content_rowid='id',
-            tokenize='porter unicode61 remove_diacritics 2'
-        );
-        INSERT INTO search_words (search_words) VALUES ('rebuild');
-        INSERT INTO meta (key, value) VALUES ('search_index_store_id', lower(hex(randomblob(16))))
-            ON CONFLICT (key) DO NOTHING;
-
-        CREATE TRIGGER search_docs_insert AFTER INSERT ON search_docs BEGIN
-            INSERT INTO {words};
-            INSERT INTO search_grams (rowid, text) VALUES (NEW.id, NEW.text);
-        END;
-        CREATE TRIGGER search_docs_delete AFTER DELETE ON search_docs BEGIN
-            INSERT INTO {delete};
-            INSERT INTO search_grams (search_grams, rowid, text) VALUES ('delete', OLD.id, OLD.text);
-            INSERT INTO search_removed (doc_id, user_id) VALUES (OLD.id, OLD.user_id);
-        END;
-        CREATE TRIGGER search_docs_text AFTER UPDATE OF text ON search_docs BEGIN
-            INSERT INTO {delete};
-            INSERT INTO search_grams (search_grams, rowid, text) VALUES ('delete', OLD.id, OLD.text);
-            INSERT INTO {words};
-            INSERT INTO search_grams (rowid, text) VALUES (NEW.id, NEW.text);
-        END;
-        CREATE TRIGGER search_docs_context AFTER UPDATE OF context ON search_docs
-        WHEN OLD.text IS NEW.text BEGIN
-            INSERT INTO {delete};
-            INSERT INTO {words};
-        END;
-        """,
-    )
-
-
-def _store_items(conn: sqlite3.Connection) -> None:
-    """Step 13 (issue 17): LangGraph store items (:mod:`tiermem.integrations.langgraph`,
-    :mod:`tiermem.storage.store_items`): a value exactly as put (JSON text) by (user, namespace,
-    key), the redacted texts its ``query=`` search reads, and its expiry (TTL)."""
-    run_script(
-        conn,
-        """
-        CREATE TABLE store_items (
-            user_id TEXT NOT NULL,
-            namespace TEXT NOT NULL,
-            key TEXT NOT NULL,
-            value TEXT NOT NULL,
-            texts TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            expires_at TEXT,
-            ttl_minutes REAL,
-            PRIMARY KEY (user_id, namespace, key)
-        );
-        CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL;
-        CREATE INDEX store_items_recent ON store_items (user_id, updated_at);
-        """,
-    )
-
-
-def _session_items(conn: sqlite3.Connection) -> None:
-    """Step 14 (issue 17): agent SDK session items (:mod:`tiermem.storage.session_items`): each item
-    verbatim as JSON text in insertion order, and per session its generation (bumped by a clear, so
-    the conversation after a clear is journaled as a new one)."""
-    run_script(
-        conn,
-        """
-        CREATE TABLE agent_sessions (
-            user_id TEXT NOT NULL,
-            agent_name TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            generation INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            PRIMARY KEY (user_id, agent_name, session_id)
-        );
-        CREATE TABLE session_items (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            user_id TEXT NOT NULL,
-            agent_name TEXT NOT NULL,
-            session_id TEXT NOT NULL,
-            item TEXT NOT NULL,
-            added_at TEXT NOT NULL
-        );
-        CREATE INDEX session_items_session ON session_items (user_id, agent_name, session_id, id);
-        """,
-    )
-
-
-def _call_log(conn: sqlite3.Connection) -> None:
-    """Step 15 (issue 17): the LLM call log (:mod:`tiermem.calls`, :mod:`tiermem.storage.call_log`):
-    one row per attempt of a model call, of the scope whose Memory made it; ``prompt`` and
-    ``completion`` only with ``log_prompts``. Rows older than ``call_log_retention_days`` are deleted
-    (by ``at``)."""
-    run_script(
-        conn,
-        """
-        CREATE TABLE call_log (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            agent_name TEXT NOT NULL,
-            purpose TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            model TEXT NOT NULL,
-            prompt_tokens INTEGER NOT NULL,
-            completion_tokens INTEGER NOT NULL,
-            tokens_counted INTEGER NOT NULL,
-            latency_ms REAL NOT NULL,
-            outcome TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            error TEXT,
-            cost REAL,
-            prompt TEXT,
-            completion TEXT
-        );
-        CREATE INDEX call_log_at ON call_log (at);
-        """,
-    )
-
-
 MIGRATIONS: list[Migration] = [
     _facts,
     _chunks,
@@ -622,10 +472,10 @@ MIGRATIONS: list[Migration] = [
     _outbox_leases,
     _consolidation_prefix,
     _purge,
-    _scope_term_stats,
-    _store_items,
-    _session_items,
-    _call_log,
+    steps_late.scope_term_stats,
+    steps_late.store_items,
+    steps_late.session_items,
+    steps_late.call_log,
 ]
 
 

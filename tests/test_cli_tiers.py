@@ -165,3 +165,22 @@ def test_a_read_on_a_missing_store_names_where_and_creates_nothing(tmp_path: Pat
     assert not store_exists(tmp_path, load_settings(tmp_path))  # no file, no tables
     assert invoke(tmp_path, "remember", "Prefers dark mode").stderr == f"created a tiermem store at {where}\n"
     assert store_exists(tmp_path, load_settings(tmp_path)) and invoke(tmp_path, "stats").exit_code == 0
+
+
+def test_queue_retry_takes_item_ids(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from tiermem.storage.outbox import OutboxRepository
+
+    with Memory(tmp_path, embedder="hash", timezone="UTC", llm="none") as mem:
+        outbox = OutboxRepository(mem.db)
+        ids = [outbox.put(f"t{i}", mem.scope, [{"role": "user", "content": f"message {i}"}],
+                          datetime.now(UTC))
+               for i in range(2)]
+        with mem.db.transaction() as conn:
+            conn.execute("UPDATE outbox SET status = 'dead', attempts = 3")
+    result = invoke(tmp_path, "queue", "retry", str(ids[1]))
+    assert result.exit_code == 0 and result.stdout.startswith("retried 1 items"), result.output
+    with Memory(tmp_path, embedder="hash", timezone="UTC", llm="none") as mem:
+        assert [i.id for i in OutboxRepository(mem.db).items(status="dead")] == [ids[0]]
+    assert invoke(tmp_path, "queue", "retry", "0").exit_code == 2  # ids start at 1

@@ -212,6 +212,23 @@ def test_queue_page_lists_dead_items_and_retry_processes_them(
     assert llm.remaining == []
 
 
+def test_one_dead_item_is_retried_on_its_own(
+        client: TestClient, store: tuple[Memory, ScriptedChatModel, int], clock: FakeClock) -> None:
+    mem, _llm, dead = store
+    outbox = OutboxRepository(mem.db)
+    other = outbox.put("t-dead-2", mem.scope, [{"role": "user", "content": "a second dead item"}], clock.now())
+    with mem.db.transaction() as conn:
+        conn.execute("UPDATE outbox SET status = 'dead', attempts = 3, last_error = 'down' WHERE id = ?", (other,))
+    page = client.get("/queue").text
+    assert "Dead (2)" in page and f"Retry item {dead}" in page and f"Retry item {other}" in page
+    page = post(client, "/queue/retry", id=str(dead))
+    assert "retried 1 dead item(s)" in page
+    assert [i.id for i in outbox.items(status="dead")] == [other]  # the other one stays dead
+    assert QUEUED_FACT in [f.content for f in mem.facts.list()]
+    page = post(client, "/queue/retry", id="x1")
+    assert "item id must be a number" in page and [i.id for i in outbox.items(status="dead")] == [other]
+
+
 def test_the_scope_picker_opens_another_user(client: TestClient) -> None:
     page = client.get("/facts", params={"user": "bob"}).text
     assert "Bob likes sailing" in page and "dark mode" not in page.split("<tbody>", 1)[1]

@@ -215,16 +215,18 @@ def queue_status(ctx: click.Context, as_json: bool) -> None:
 
 
 @queue.command("retry")
+@click.argument("ids", nargs=-1, type=click.IntRange(min=1))
 @click.pass_context
-def queue_retry(ctx: click.Context) -> None:
-    """Put dead-lettered items back in the queue and process them now.
+def queue_retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
+    """Put dead-lettered items (all, or the item IDS given) back in the queue and process them now.
 
     \b
-    Example:
+    Examples:
       tiermem queue retry
+      tiermem queue retry 17 18
     """
     mem = state_of(ctx).memory(create=False)
-    count = mem.queue.retry_dead()
+    count = mem.queue.retry_dead(list(ids) if ids else None)
     drained = mem.queue.flush(timeout=300)
     click.echo(f"retried {count} items; queue {'empty' if drained else 'still has items (see tiermem queue status)'}")
 

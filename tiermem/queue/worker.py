@@ -26,7 +26,7 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -339,8 +339,11 @@ class UpdateQueue:
         """Items not processed yet (pending, processing or dead) — for read-your-writes (R35)."""
         return [i for i in self.outbox.items(scope=scope) if i.status in ("pending", "processing", "dead")]
 
-    def retry_dead(self) -> int:
-        count = self.outbox.retry_dead(self.clock.now())
+    def retry_dead(self, ids: Sequence[int] | None = None) -> int:
+        """Put dead-lettered items (all, or those of ``ids``) back in the queue; returns how many."""
+        if ids is not None:
+            ids = [validate.positive_int(i, "item id", 2**62) for i in ids]
+        count = self.outbox.retry_dead(self.clock.now(), ids)
         if count:
             self.wake(now=True)
         return count

@@ -41,6 +41,7 @@ import json
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -262,12 +263,16 @@ class OutboxRepository:
         row = self.db.conn.execute("SELECT MIN(lease_until) FROM outbox WHERE status = 'processing'").fetchone()
         return parse_utc(row[0]) if row is not None and row[0] else None
 
-    def retry_dead(self, now: datetime) -> int:
-        """Dead items become pending again with no attempts counted, due now; several of one
-        thread (or one next to a pending item) become one item, messages united. Returns how
-        many dead items were retried."""
+    def retry_dead(self, now: datetime, ids: Sequence[int] | None = None) -> int:
+        """Dead items (all, or those of ``ids``) become pending again with no attempts counted,
+        due now; several of one thread (or one next to a pending item) become one item, messages
+        united. Returns how many dead items were retried."""
+        only = "" if ids is None else f" AND id IN ({', '.join('?' for _ in ids)})"
+        if ids is not None and not ids:
+            return 0
         with self.db.transaction() as conn:
-            rows = conn.execute("SELECT * FROM outbox WHERE status = 'dead' ORDER BY id").fetchall()
+            rows = conn.execute(f"SELECT * FROM outbox WHERE status = 'dead'{only} ORDER BY id",
+                                [int(i) for i in ids or ()]).fetchall()
             for row in rows:
                 _requeue(conn, row, None, now, None, 0)
         return len(rows)

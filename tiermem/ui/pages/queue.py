@@ -2,8 +2,9 @@
 
 An item is *failed* while it waits for its next attempt after an error (pending with attempts
 and a last error); *dead* once it ran out of attempts (dead-letter). The buttons are the CLI's
-``tiermem queue retry`` (dead items back in the queue, then processed) and ``tiermem queue
-flush`` (process everything now), both through :class:`~tiermem.queue.worker.UpdateQueue`.
+``tiermem queue retry`` (dead items back in the queue, then processed; each dead item also has a
+button of its own) and ``tiermem queue flush`` (process everything now), both through
+:class:`~tiermem.queue.worker.UpdateQueue`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tiermem.clock import utc_iso
+from tiermem.errors import InvalidInput
 from tiermem.storage.outbox import OutboxItem, OutboxRepository
-from tiermem.ui.html import View, esc, form, table
+from tiermem.ui.html import View, esc, form, hidden, table
 
 FLUSH_SECONDS = 120.0
 PREVIEW_CHARS = 160
@@ -47,14 +49,24 @@ def render(view: View) -> str:
             continue
         rows = [[str(i.id), esc(i.thread_id), esc(utc_iso(i.enqueued_at)[:19]), str(i.attempts),
                  esc(utc_iso(i.not_before)[:19]), esc(i.last_error or ""), esc(_preview(i))] for i in group]
-        parts.append(table(["id", "thread", "enqueued", "attempts", "not before", "last error", "messages"],
-                           rows, f"queue {name}"))
+        headers = ["id", "thread", "enqueued", "attempts", "not before", "last error", "messages"]
+        if name == "dead":  # each dead item can be retried on its own
+            headers.append("")
+            for row, item in zip(rows, group, strict=True):
+                row.append(form(view, "/queue/retry", hidden("id", item.id), f"Retry item {item.id}"))
+        parts.append(table(headers, rows, f"queue {name}"))
     return "".join(parts)
 
 
 def retry(view: View, data: Mapping[str, str]) -> str:
-    """POST /queue/retry: dead items back in the queue (``retry_dead``), then processed now."""
-    count = view.base.queue.retry_dead()
+    """POST /queue/retry: dead items (one with ``id``, else all) back in the queue
+    (``retry_dead``), then processed now."""
+    ids = None
+    if data.get("id"):
+        if not data["id"].isdigit():
+            raise InvalidInput(f"item id must be a number, got {data['id']!r}")
+        ids = [int(data["id"])]
+    count = view.base.queue.retry_dead(ids)
     drained = view.base.queue.flush(timeout=FLUSH_SECONDS)
     return f"retried {count} dead item(s); the queue is {'empty' if drained else 'not empty yet'}"
 

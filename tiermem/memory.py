@@ -147,7 +147,7 @@ class Memory:
         policy = FactPolicy(self.settings.fact_confidence_threshold, self.settings.max_facts,
                             self.settings.redact_secrets)
         store = FactStore(self._repo, self.scope, self.clock, policy)
-        store.subscribe_batch(self._facts_changed)  # embeds new facts right after the commit
+        store.subscribe_batch(lambda events: self._search.on_facts_change(events))  # embeds after the commit
         return store
 
     def format_for_injection(self, max_tokens: int | None = None, query: str | None = None) -> str:
@@ -231,9 +231,6 @@ class Memory:
         engine = SearchEngine(self.db, lambda: self.embedder, self.settings, self.clock)
         engine.before_search.append(self.refresh_index)
         return engine
-
-    def _facts_changed(self, events: list[tuple[str, Fact]]) -> None:
-        self._search.on_fact_change(*events[-1])  # one refresh embeds all of a batch (issue 16)
 
     def _chunks_changed(self, event: str, chunk_ids: list[int]) -> None:
         self._search.on_chunk_change(event, chunk_ids)

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from tiermem.calls.records import CallRecord
 from tiermem.calls.trace import Attempt, CallTrace
 from tiermem.clock import utc_iso
-from tiermem.storage.call_log import CallLogRepository, NewCall
+from tiermem.storage.call_log import CallLogRepository
 
 if TYPE_CHECKING:
     from tiermem.clock import Clock
@@ -111,22 +112,22 @@ class CallRecorder:
             out[-1].error = failure
         return out
 
-    def _rows(self, call: CallInput, attempts: list[Attempt], total_ms: float) -> list[NewCall]:
+    def _rows(self, call: CallInput, attempts: list[Attempt], total_ms: float) -> list[CallRecord]:
         provider, model = split_model_id(call.model_id)
         price = self.settings.prices.for_model(call.model_id)
         at = utc_iso(self.clock.now())
         keep = self.settings.log_prompts
         prompt = self._prompt(call.sent) if keep else None
         done = self._attempts(call, attempts, total_ms)
-        rows: list[NewCall] = []
+        rows: list[CallRecord] = []  # id 0: given by the database on insert
         for number, attempt in enumerate(done, start=1):
             last = number == len(done)
             if attempt.error is not None:
                 final = last and call.failure is not None  # the failure the caller got says most
                 error = f"{type(call.failure).__name__}: {call.failure}" if final else attempt.error
-                rows.append(NewCall(at, call.purpose, provider, model, 0, 0, False, attempt.latency_ms,
-                                    "provider_error" if final else "retried", number, self._error(error), None,
-                                    prompt, None))
+                rows.append(CallRecord(0, at, call.purpose, provider, model, 0, 0, False, attempt.latency_ms,
+                                       "provider_error" if final else "retried", number, self._error(error), None,
+                                       prompt, None))
                 continue
             counted = attempt.counted or attempt.prompt_tokens is None
             p = attempt.prompt_tokens if attempt.prompt_tokens is not None else self._count(_flat(call.sent))
@@ -134,8 +135,9 @@ class CallRecorder:
             if c is None:
                 c = self._count(call.reply or "") if last else 0
             reply = self.db.redactor.text(_clip(call.reply, MAX_STORED_CHARS)) if keep and last and call.reply else None
-            rows.append(NewCall(at, call.purpose, provider, model, p, c, counted, attempt.latency_ms, "ok", number,
-                                None, None if price is None else price.cost(p, c), prompt, reply))
+            cost = None if price is None else price.cost(p, c)
+            rows.append(CallRecord(0, at, call.purpose, provider, model, p, c, counted, attempt.latency_ms, "ok",
+                                   number, None, cost, prompt, reply))
         return rows
 
     @staticmethod

@@ -237,7 +237,7 @@ class TiermemStore(BaseStore):
     def _texts(self, value: Any, index: Any) -> list[str]:
         """The texts a query search reads for ``value`` (``index``: see ``PutOp.index``), from the
         value as stored (redacted: a secret named by its key, ``{"api_key": ...}``, is only
-        recognisable there), redacted again as texts."""
+        recognisable there); the storage layer redacts the texts as it stores them."""
         if index is False:
             return []
         paths = self.index_fields if index is None else [(p, _tokens(p)) for p in index]
@@ -245,8 +245,7 @@ class TiermemStore(BaseStore):
         for path, tokens in paths:
             found = sv.string_leaves(value) if path == "$" else get_text_at_path(value, tokens)
             texts.extend(found if path != "$" else ["\n".join(found)])
-        redact = self.mem.db.redactor.text
-        return list(dict.fromkeys(redact(t) for t in sv.search_texts(texts)))
+        return sv.search_texts(texts)
 
     def _scorer(self) -> ItemScorer:
         """The query scorer, on the Memory's search engine (its embedder, vector cache and score

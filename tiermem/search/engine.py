@@ -115,8 +115,9 @@ class SearchEngine:
         self.before_search: list[Callable[[], object]] = []
 
     # --- write-side hooks ------------------------------------------------------------------
-    def on_fact_change(self, event: str, fact: Fact) -> None:
-        """``FactStore.subscribe`` listener: embed the new text now, update loaded indexes."""
+    def on_facts_change(self, events: Sequence[tuple[str, Fact]]) -> None:
+        """``FactStore.subscribe_batch`` listener: embed a batch's new texts now (one refresh
+        embeds everything pending), update loaded indexes."""
         self._refresh()
 
     def on_chunk_change(self, event: str, chunk_ids: list[int]) -> None:

@@ -17,26 +17,6 @@ _COLUMNS = ("id, at, purpose, provider, model, prompt_tokens, completion_tokens,
 
 
 @dataclass(frozen=True)
-class NewCall:
-    """A row to insert (the id comes from the database)."""
-
-    at: str
-    purpose: str
-    provider: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    tokens_counted: bool
-    latency_ms: float
-    outcome: str
-    attempt: int
-    error: str | None
-    cost: float | None
-    prompt: str | None
-    completion: str | None
-
-
-@dataclass(frozen=True)
 class CallFilter:
     """Which rows a read wants (``None``: any). ``model`` matches ``provider:model`` or the bare model."""
 
@@ -77,8 +57,9 @@ class CallLogRepository:
         self.db = db
         self.scope = scope
 
-    def insert(self, calls: Sequence[NewCall]) -> list[int]:
-        """Insert ``calls`` in one transaction; their ids, in order."""
+    def insert(self, calls: Sequence[CallRecord]) -> list[int]:
+        """Insert ``calls`` (their ``id`` unused: the database gives one) in one transaction; their
+        ids, in order."""
         ids: list[int] = []
         with self.db.transaction() as conn:
             for c in calls:

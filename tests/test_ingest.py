@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from fake_openai_server import FakeLLMServer, RecordedRequest
+from fake_openai_server import FakeLLMServer, RecordedRequest, Reply
 
 from tiermem import Memory
 from tiermem.cli.main import cli
@@ -99,3 +99,44 @@ def test_search_daily_reindex_and_queue_commands(tmp_path: Path) -> None:
     assert result.exit_code == 0 and json.loads(result.output)["files"] == 2
     result = runner.invoke(cli, ["--root", str(root), "queue", "status", "--json"], env=env)
     assert result.exit_code == 0 and json.loads(result.output) == []
+
+
+def unavailable(request: RecordedRequest) -> Reply:
+    return Reply(status=503, body={"error": {"message": "the model is down"}})
+
+
+def test_ingest_queues_what_it_could_not_extract(tmp_path: Path) -> None:
+    """R67: the LLM is down: the journal is written, every thread left to extract is in the queue
+    (the one that failed counts an attempt, with its error), the report says so, and the queue
+    extracts it once the LLM is back; at queue_max_attempts the item is dead until `queue retry`."""
+    root = tmp_path / "mem"
+    base = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_LLM": "openai-compatible:llama3.1", "TIERMEM_TIMEZONE": "UTC",
+            "TIERMEM_PROVIDER_MAX_RETRIES": "0", "TIERMEM_QUEUE_MAX_ATTEMPTS": "2"}
+    runner = CliRunner()
+    with FakeLLMServer(unavailable) as down:
+        env = {**base, "TIERMEM_LLM_BASE_URL": down.url}
+        result = runner.invoke(cli, ["--root", str(root), "ingest", str(transcript(tmp_path))], env=env)
+        assert result.exit_code == 1 and "Traceback" not in result.output
+        assert down.call_count == 1  # no more calls to a model that is down
+        assert "2 threads queued" in result.output and "tiermem queue retry" in result.output
+        status = json.loads(runner.invoke(cli, ["--root", str(root), "queue", "status", "--json"], env=env).stdout)
+        assert sorted((row["thread"], row["user"], row["status"], row["attempts"]) for row in status) == [
+            ("a", "default", "pending", 1), ("b", "bob", "pending", 0)]
+        assert "503" in next(row["error"] for row in status if row["thread"] == "a")
+        flush = runner.invoke(cli, ["--root", str(root), "queue", "flush"], env=env)  # still down (twice: at close too)
+        assert "items left" in flush.output
+        status = json.loads(runner.invoke(cli, ["--root", str(root), "queue", "status", "--json"], env=env).stdout)
+        assert {(row["thread"], row["status"]) for row in status} == {("a", "dead"), ("b", "dead")}
+    with Memory(root, embedder=HashEmbedder(), timezone="UTC") as mem:
+        assert "I just moved to Lisbon." in mem.daily.read("2026-03-10")  # journaled on their days
+        assert "Kyoto in spring" in mem.daily.read("2026-03-11")
+        assert mem.facts.list() == []
+    with FakeLLMServer(extraction) as back:
+        env = {**base, "TIERMEM_LLM_BASE_URL": back.url}
+        retry = runner.invoke(cli, ["--root", str(root), "queue", "retry"], env=env)
+        assert retry.exit_code == 0 and "retried 2 items; queue empty" in retry.output, retry.output
+        assert back.call_count == 2  # thread a's two days in one extraction, bob's thread
+    with Memory(root, embedder=HashEmbedder(), timezone="UTC") as mem:
+        assert [(f.content, f.source) for f in mem.facts.list()] == [("Talked about Kyoto", "a")]
+        assert mem.daily.read("2026-03-10").count("I just moved to Lisbon.") == 1
+        assert mem.daily.read(mem.daily.today()).count("Kyoto") == 0  # the queue journaled nothing again

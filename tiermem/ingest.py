@@ -8,19 +8,28 @@ conversation writer, :mod:`tiermem.tiers.conversation`: the thread id is the con
 an entry's position is its index among the thread's entries) and, with an LLM, one extraction
 call. Ingesting the same file twice writes and extracts nothing new (R9/R28), nor does a session
 or queue thread of the same id that already journaled the same messages.
+
+While its batches are extracted, a thread is an item of the update queue's outbox claimed by this
+run (R34): when an extraction fails (after the provider's retries) the item stays queued with its
+error — pending with backoff, dead after ``queue_max_attempts`` — and the threads after it are
+queued without calling the LLM; the report counts them (:attr:`IngestReport.queued`), and the queue
+(``tiermem queue retry``, a worker) extracts them later (R67).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import InvalidInput
 from tiermem.queue.process import CONVERSATION_KIND, conversation_journal, prepare_messages
+from tiermem.queue.worker import QueuePolicy
 from tiermem.storage.journal import FlushHashRepository
 from tiermem.storage.outbox import OutboxRepository
 from tiermem.tiers.conversation import NumberedMessage
@@ -30,6 +39,8 @@ from tiermem.types import Scope
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
@@ -44,11 +55,14 @@ class IngestReport:
     facts_added: int = 0
     skipped_duplicates: int = 0
     runs: list[str] = field(default_factory=list)
+    queued: int = 0  # threads left in the update queue because extraction failed
+    error: str | None = None  # why extraction failed (the first failure)
 
     def to_dict(self) -> dict[str, Any]:
         return {"messages": self.messages, "threads": self.threads, "batches": self.batches,
                 "dailyLines": self.daily_lines, "llmCalls": self.llm_calls, "factsAdded": self.facts_added,
-                "skippedDuplicates": self.skipped_duplicates, "runs": self.runs}
+                "skippedDuplicates": self.skipped_duplicates, "runs": self.runs, "queued": self.queued,
+                "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -142,38 +156,97 @@ def _batches(records: list[_Record], min_turns: int, tz: Any) -> Iterator[list[_
 
 
 def ingest(mem: Memory, rows: list[dict[str, Any]], progress: Progress | None = None) -> IngestReport:
-    """Write each batch to the Daily tier (on its own day) and extract from it when an LLM is set."""
+    """Write each batch to the Daily tier (on its own day) and extract from it when an LLM is set.
+    What could not be extracted stays in the update queue (:attr:`IngestReport.queued`)."""
     records = _records(mem, rows)
     report = IngestReport(messages=len(records), threads=len({(r.thread_id, r.scope) for r in records}))
-    hashes, outbox = FlushHashRepository(mem.db), OutboxRepository(mem.db)
     batches = list(_batches(records, mem.settings.extract_min_turns, mem.settings.tz()))
-    for done, batch in enumerate(batches, start=1):
-        _ingest_batch(mem, batch, hashes, outbox, report)
-        if progress is not None:
-            progress(done, len(batches))
+    run = _Run(mem, report, progress, len(batches))
+    for _, thread in groupby(batches, key=lambda batch: (batch[0].thread_id, batch[0].scope)):
+        run.thread(list(thread))
     return report
 
 
-def _ingest_batch(mem: Memory, batch: list[_Record], hashes: FlushHashRepository, outbox: OutboxRepository,
-                  report: IngestReport) -> None:
-    first = batch[0]
-    target = mem if first.scope == mem.scope else mem.for_scope(first.scope.user_id, first.scope.agent_name)
-    messages = prepare_messages([r.message for r in batch], scrub=mem.settings.redact_secrets)
-    thread = [NumberedMessage(r.position, to_message(m)) for r, m in zip(batch, messages, strict=True)]
-    hashes = hashes if target is mem else FlushHashRepository(target.db)  # the scope's store, its transaction
-    journaled = conversation_journal(target, hashes).write(first.thread_id, CONVERSATION_KIND, thread, at=first.at)
-    report.daily_lines += journaled.records
-    flush = prepare_flush(messages, partial(_seen, outbox, first))
-    report.skipped_duplicates += flush.duplicates_dropped
-    if not flush.messages:
-        return
-    report.batches += 1
-    if target.llm is not None:
-        result = target.extract([m.to_dict() for m in flush.messages], thread_id=first.thread_id)
-        report.llm_calls += result.llm_calls
-        report.facts_added += len(result.added)
-        report.runs.append(result.run_id)
-    outbox.mark_extracted(first.scope, first.thread_id, flush.digests, mem.clock.now())
+class _Run:
+    """One ingest: per thread, its batches journaled on their days, then extracted in order while
+    the thread is an outbox item claimed by this process (R34, R67): a failed extraction leaves
+    it to the queue (pending with backoff, dead after ``queue_max_attempts``), and once one has
+    failed the threads after it go to the queue without calling the LLM."""
+
+    def __init__(self, mem: Memory, report: IngestReport, progress: Progress | None, total: int) -> None:
+        self.mem, self.report, self.progress, self.total = mem, report, progress, total
+        self.hashes, self.outbox = FlushHashRepository(mem.db), OutboxRepository(mem.db)
+        self.policy = QueuePolicy.from_settings(mem.settings)
+        self.done = 0
+
+    def thread(self, batches: list[list[_Record]]) -> None:
+        first = batches[0][0]
+        mem = self.mem
+        target = mem if first.scope == mem.scope else mem.for_scope(first.scope.user_id, first.scope.agent_name)
+        prepared = [self._journal(target, batch) for batch in batches]
+        whole = [message for messages in prepared for message in messages]  # index = position: a queue item
+        if target.llm is None or not prepare_flush(whole, partial(_seen, self.outbox, first)).messages:
+            for messages in prepared:  # nothing new, or nothing to extract with: counted as extracted
+                self._extract(None, first, messages)
+        elif self.report.error is not None:
+            self.outbox.put(first.thread_id, first.scope, whole, mem.clock.now())
+            self.report.queued += 1
+            self._tick(len(prepared))
+        else:
+            self._extract_claimed(target, first, prepared, whole)
+
+    def _journal(self, target: Memory, batch: list[_Record]) -> list[dict[str, Any]]:
+        """The batch's messages, validated and redacted, journaled on the batch's day."""
+        first = batch[0]
+        messages = prepare_messages([r.message for r in batch], scrub=self.mem.settings.redact_secrets)
+        thread = [NumberedMessage(r.position, to_message(m)) for r, m in zip(batch, messages, strict=True)]
+        hashes = self.hashes if target is self.mem else FlushHashRepository(target.db)  # the scope's transaction
+        journaled = conversation_journal(target, hashes).write(first.thread_id, CONVERSATION_KIND, thread, at=first.at)
+        self.report.daily_lines += journaled.records
+        return messages
+
+    def _extract_claimed(self, target: Memory, first: _Record, prepared: list[list[dict[str, Any]]],
+                         whole: list[dict[str, Any]]) -> None:
+        """Extract the thread's batches under an outbox item of the whole thread; the lease is
+        renewed after each batch (one extraction takes less than a lease, see ``lease_seconds``)."""
+        item = self.outbox.put_claimed(first.thread_id, first.scope, whole, self.mem.clock.now(),
+                                       self.policy.lease_seconds)
+        left = len(prepared)
+        try:
+            for messages in prepared:
+                self._extract(target, first, messages)
+                left -= 1
+                self.outbox.renew(item, self.mem.clock.now(), self.policy.lease_seconds)
+        except Exception as exc:  # any failure keeps the item, as the queue does (R67)
+            error = f"{type(exc).__name__}: {exc}"
+            retry_at = self.mem.clock.now() + timedelta(seconds=self.policy.backoff(item.attempts))
+            status = self.outbox.failed(item, error, retry_at, self.policy.max_attempts)
+            log.warning("ingest: extraction of thread %s failed, its queue item is %s: %s",
+                        first.thread_id, status, error)
+            self.report.error = str(exc) or type(exc).__name__
+            self.report.queued += 1
+            self._tick(left)  # the queue has them
+        else:
+            self.outbox.done(item)
+
+    def _extract(self, target: Memory | None, first: _Record, messages: list[dict[str, Any]]) -> None:
+        """Extract what is new in one batch (``target`` None: only mark it extracted)."""
+        flush = prepare_flush(messages, partial(_seen, self.outbox, first))
+        self.report.skipped_duplicates += flush.duplicates_dropped
+        if flush.messages:
+            self.report.batches += 1
+            if target is not None:
+                result = target.extract([m.to_dict() for m in flush.messages], thread_id=first.thread_id)
+                self.report.llm_calls += result.llm_calls
+                self.report.facts_added += len(result.added)
+                self.report.runs.append(result.run_id)
+            self.outbox.mark_extracted(first.scope, first.thread_id, flush.digests, self.mem.clock.now())
+        self._tick(1)
+
+    def _tick(self, batches: int) -> None:
+        self.done += batches
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
 
 def _seen(outbox: OutboxRepository, record: _Record, digests: list[str]) -> set[str]:

@@ -180,6 +180,11 @@ def ingest(ctx: click.Context, file: Path, as_json: bool) -> None:
                    f"{report.llm_calls} LLM calls, {report.facts_added} facts added")
         if mem.llm is None:
             click.echo("no LLM configured: facts were not extracted (set TIERMEM_LLM, e.g. openai:gpt-4o-mini)")
+    if report.queued:
+        raise click.ClickException(
+            f"extraction failed ({report.error}); {report.queued} thread{'s' if report.queued != 1 else ''} queued"
+            " for extraction (`tiermem queue status` lists them; `tiermem queue retry` extracts them once the LLM"
+            " is back)")
 
 
 @cli.group()

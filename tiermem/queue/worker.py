@@ -92,6 +92,10 @@ class QueuePolicy:
                    settings.queue_max_attempts, lease_seconds=lease,
                    heartbeat_seconds=min(MAX_HEARTBEAT_SECONDS, lease / 4))
 
+    def backoff(self, attempts: int) -> float:
+        """Seconds before the next try of an item that had ``attempts`` attempts before this failure."""
+        return float(min(self.backoff_base_seconds * (2 ** attempts), self.backoff_max_seconds))
+
 
 def _close_at_exit(ref: weakref.ref[UpdateQueue]) -> None:
     queue = ref()
@@ -245,7 +249,7 @@ class UpdateQueue:
             self._wake_at(later.until)
             return
         except Exception as exc:  # any failure keeps the item: never lose an update
-            retry_at = self.clock.now() + timedelta(seconds=self._backoff(item.attempts))
+            retry_at = self.clock.now() + timedelta(seconds=self.policy.backoff(item.attempts))
             status = self.outbox.failed(item, f"{type(exc).__name__}: {exc}", retry_at, self.policy.max_attempts)
             log.warning("queue item %s (thread %s) failed, now %s: %s", item.id, item.thread_id, status, exc)
             if status == "pending":
@@ -258,9 +262,6 @@ class UpdateQueue:
         with self._cond:
             if self._due_at is None or moment < self._due_at:
                 self._due_at = moment
-
-    def _backoff(self, attempts: int) -> float:
-        return float(min(self.policy.backoff_base_seconds * (2 ** attempts), self.policy.backoff_max_seconds))
 
     def _pause(self) -> None:
         delay = self.policy.update_delay_seconds

@@ -136,6 +136,11 @@ def this_process() -> str:
     return f"{socket.gethostname()}:{os.getpid()}/{_tag()}"
 
 
+def _claim_token() -> str:
+    """A new claim token: this process and a claim number."""
+    return f"{this_process()}#{next(_claims)}"
+
+
 def claimer_gone(claimer: str | None) -> bool:
     """True when the process behind a claim token is provably not running (see the module docstring):
     on this host, no process has its PID, or that process is a zombie, or it started at another
@@ -191,13 +196,28 @@ class OutboxRepository:
             ).fetchone()
         return int(row[0])
 
+    def put_claimed(self, thread_id: str, scope: Scope, messages: list[dict[str, Any]], now: datetime,
+                    lease_seconds: float = DEFAULT_LEASE_SECONDS) -> OutboxItem:
+        """Insert an item already claimed by this process, for a caller that processes it at once
+        (``tiermem ingest``): committed before the work starts, so a failure (:meth:`failed`) or a
+        crash (:meth:`recover`) leaves it to the queue; :meth:`done` deletes it."""
+        thread_id, messages = self.db.redactor.ident(thread_id), self.db.redactor.data(messages)  # R68
+        at, lease = utc_iso(now), utc_iso(now + timedelta(seconds=lease_seconds))
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before,"
+                " claimed_by, claimed_at, lease_until) VALUES (?, ?, ?, ?, 'processing', ?, ?, ?, ?, ?) RETURNING *",
+                (thread_id, scope.user_id, scope.agent_name, json.dumps(messages, ensure_ascii=False), at, at,
+                 _claim_token(), at, lease),
+            ).fetchone()
+        return _item(row)
+
     def claim(self, now: datetime, ignore_backoff: bool = False,
               lease_seconds: float = DEFAULT_LEASE_SECONDS) -> OutboxItem | None:
         """Take the oldest due pending item under a lease until ``now + lease_seconds`` (atomic
         across processes); the returned item carries the claim token."""
         lease = now + timedelta(seconds=lease_seconds)
-        request = ClaimRequest(f"{this_process()}#{next(_claims)}", utc_iso(now), utc_iso(lease),
-                               None if ignore_backoff else utc_iso(now))
+        request = ClaimRequest(_claim_token(), utc_iso(now), utc_iso(lease), None if ignore_backoff else utc_iso(now))
         claimed = self.db.parts.claim_outbox(self.db, request)
         return None if claimed is None else _item(claimed)
 

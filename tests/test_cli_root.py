@@ -42,7 +42,7 @@ def no_store(root: Path) -> str:
     url = os.environ.get("TIERMEM_DATABASE_URL")
     if not url:
         return f"no tiermem store at {root} (run `tiermem init`, or check --root)"
-    from tiermem.storage.postgres.db import safe_url
+    from tiermem.storage.postgres.conninfo import safe_url
 
     return f"no tiermem store at {safe_url(url)} (run `tiermem init`, or check TIERMEM_DATABASE_URL)"
 
@@ -128,6 +128,14 @@ def test_file_system_errors_are_one_line(tmp_path: Path) -> None:
     binary = tmp_path / "chat.jsonl"
     binary.write_bytes(b"\xff\xfe\x00junk")
     assert error_line(invoke(root, "ingest", str(binary))).startswith("Error: not UTF-8 text")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_a_root_where_no_folder_can_be_made_is_one_line() -> None:
+    """mkdir under /proc fails with ENOENT although the parent exists: one line, not a recursion."""
+    assert error_line(invoke(Path("/proc/nope"), "remember", "hi")) == "Error: /proc/nope: No such file or directory"
+    line = error_line(invoke(Path("/proc/nope/deeper"), "remember", "hi"))
+    assert line.startswith("Error: /proc/nope") and line.endswith("No such file or directory")
 
 
 def test_debug_shows_the_traceback_instead(tmp_path: Path) -> None:

@@ -134,8 +134,8 @@ def make_dirs(path: Path) -> None:
     try:
         path.mkdir(mode=DIR_MODE)
     except FileNotFoundError:
-        if path.parent == path:
-            raise
+        if path.parent == path or path.parent.is_dir():
+            raise  # the parent is there and still no folder can be made in it (e.g. under /proc)
         make_dirs(path.parent)
         make_dirs(path)
         return

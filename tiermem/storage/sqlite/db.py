@@ -1,6 +1,7 @@
-"""The SQLite database: one connection per thread, WAL, a busy timeout, one transaction helper.
+"""The SQLite database: a connection per live thread, WAL, a busy timeout, one transaction helper.
 
-Several threads and several processes may use the same file (R65). Writes go through
+Several threads and several processes may use the same file (R65); a thread's connection is
+closed (or kept for the next thread) when the thread ends (:mod:`.connections`). Writes go through
 :meth:`Database.transaction`, which takes the write lock up front (``BEGIN IMMEDIATE``) so a
 read-check-write sequence (dedup, cap) is atomic across processes.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +29,7 @@ from tiermem.concurrency import FairLock
 from tiermem.errors import InvalidInput, StorageError, UnsafePath
 from tiermem.redact import REDACT, Redactor
 from tiermem.storage.sqlite import BACKEND, integrity
+from tiermem.storage.sqlite.connections import ConnectionPool
 from tiermem.storage.sqlite.migrations import MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 30_000
@@ -36,7 +37,7 @@ SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}  # setting sqlite_synchronous
 
 
 class Database:
-    """A SQLite file shared by threads (a connection each) and processes."""
+    """A SQLite file shared by threads (a connection each while they live) and processes."""
 
     backend = "sqlite"
     parts = BACKEND
@@ -58,9 +59,7 @@ class Database:
         check_link(path, allow_symlinks)
         self.read_only = is_read_only(path) if read_only is None else read_only
         self._immutable = False  # read-only and SQLite cannot create the -shm file: no locking at all
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._pool = ConnectionPool(self._connect)
         self._writers = FairLock()  # this process's writes take turns in arrival order (no busy-wait sleeps)
         self._closed = False
         integrity.check_file(path)  # damaged or emptied files are refused before SQLite touches them
@@ -82,7 +81,7 @@ class Database:
         try:
             version = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
         except (sqlite3.Error, StorageError):
-            self._drop_connections()
+            self._pool.drop()
             self._immutable = True  # no -shm file and no right to create one
             version = int(self.rows("PRAGMA user_version", what="reading the schema version")[0][0])
         version = integrity.check_opened(self.conn, self.path, len(MIGRATIONS))
@@ -117,13 +116,7 @@ class Database:
         """This thread's connection (autocommit outside :meth:`transaction`)."""
         if self._closed:
             raise StorageError("the database is closed")
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._pool.connection()
 
     def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[sqlite3.Row]:
         """Run a read on this thread's connection; sqlite errors become :class:`StorageError`."""
@@ -176,19 +169,9 @@ class Database:
             conn.execute("ROLLBACK")
             raise StorageError(f"cannot commit to {self.path}: {exc}") from exc
 
-    def _drop_connections(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
-
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
+        self._closed = True
+        self._pool.drop(closed=True)
 
 
 def is_read_only(path: Path) -> bool:

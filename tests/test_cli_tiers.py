@@ -155,6 +155,17 @@ def test_worker_refuses_a_turned_off_queue(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "the update queue is turned off" in result.output
 
 
+@pytest.mark.parametrize("poll", ["nan", "inf", "-inf", "1e300", "0", "-1"])
+def test_worker_takes_only_a_finite_positive_poll(tmp_path: Path, poll: str) -> None:
+    """nan busy-looped (FloatRange lets it through), inf ended in an OverflowError traceback."""
+    env = {**os.environ, **ENV, "TIERMEM_LLM": "none"}
+    result = subprocess.run([sys.executable, "-m", "tiermem.cli.main", "--root", str(tmp_path), "worker",
+                             "--poll", poll], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "Invalid value for '--poll'" in result.stderr and "tiermem worker on" not in result.stderr
+    assert not store_exists(tmp_path, load_settings(tmp_path))
+
+
 def test_a_read_on_a_missing_store_names_where_and_creates_nothing(tmp_path: Path) -> None:
     url = os.environ.get("TIERMEM_DATABASE_URL")
     result = invoke(tmp_path, "stats")

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 import click
 
 from tiermem.cli.app import cli, state_of
+
+MAX_POLL_SECONDS = 86_400.0  # a day; far beyond what threading's waits accept is an OverflowError
 
 
 @contextmanager
@@ -29,8 +33,18 @@ def stop_on_signals() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
+class Seconds(click.FloatRange):
+    """A finite number of seconds within the range (click's FloatRange lets nan through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds
+
+
 @cli.command()
-@click.option("--poll", type=click.FloatRange(min=0.05), default=1.0, show_default=True, metavar="SECONDS",
+@click.option("--poll", type=Seconds(min=0.05, max=MAX_POLL_SECONDS), default=1.0, show_default=True, metavar="SECONDS",
               help="How often to look for items other processes queued.")
 @click.pass_context
 def worker(ctx: click.Context, poll: float) -> None:

@@ -20,7 +20,7 @@ from tiermem.cli.main import cli
 from tiermem.errors import FactNotFound, InvalidInput, NotFound
 from tiermem.search.indexer import text_hash
 from tiermem.storage.facts import tombstone_key
-from tiermem.storage.purge import unclassified_columns
+from tiermem.storage.purge_columns import unclassified_columns
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 from tiermem.validate import normalise
 
@@ -195,8 +195,10 @@ def test_purge_of_a_user_leaves_other_users_intact(root: Path, clock: FakeClock)
         seed(alice)
     assert holding(root, b"bobbington") and (root / "users" / "bob").is_dir()
     with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", queue_replay=False) as admin:
+        planned = admin.purge(user="bob", dry_run=True)
         report = admin.purge(user="bob")
         assert report.kind == "user" and report.complete and report.vectors > 0
+        assert (planned.rows, planned.files, planned.vectors) == (report.rows, report.files, report.vectors)
         assert {"facts", "audit", "tombstones", "summaries", "plans", "outbox", "chunks"} <= set(report.rows)
         assert "users/bob/MEMORY.md" in report.files
         assert admin.facts.history()[-1].action == "purged"
@@ -264,9 +266,9 @@ def test_dry_run_counts_and_changes_nothing(week: Memory, root: Path) -> None:
     assert {k: v for k, v in root_bytes(root).items() if not k.endswith("-shm")} == before
     assert planned.dry_run and planned.complete and planned.facts == ()
     done = week.purge(text=PHRASE)
-    assert planned.files == done.files
-    assert planned.rows["facts"] == done.rows["facts"] == 1
-    assert planned.rows.keys() - {"chunks"} <= done.rows.keys()
+    # the preview is what the user decides on: what it counts is what goes (issue 22 item 15)
+    assert (planned.rows, planned.files, planned.vectors) == (done.rows, done.files, done.vectors)
+    assert planned.rows["facts"] == done.rows["facts"] == 1 and planned.vectors > 0
 
 
 def test_a_queued_message_is_scrubbed_and_journaled_once(mem: Memory, root: Path, clock: FakeClock) -> None:
@@ -331,6 +333,30 @@ def test_cli_purge(root: Path) -> None:
     none = ["--root", str(root / "none"), "purge", "--text", PHRASE, "--yes"]
     assert runner.invoke(cli, none, env={"TIERMEM_DATABASE_URL": None}).exit_code == 1  # no store there
     assert not (root / "none").exists()
+
+
+def test_cli_purge_preview_lists_where_and_the_report_names_exports(root: Path) -> None:
+    """Issue 22 items 15 and 4: the preview lists the tables, files and vectors the purge then
+    erases; the report says that exports taken before are not reached."""
+    runner = CliRunner(env={"TIERMEM_EMBEDDER": "hash"})
+    base = ["--root", str(root)]
+    assert runner.invoke(cli, [*base, "remember", f"Plans to attend the {PHRASE}", "Prefers tea"]).exit_code == 0
+    assert runner.invoke(cli, [*base, "note", f"Booked the {PHRASE}"]).exit_code == 0
+    assert runner.invoke(cli, [*base, "search", "quokka festival"]).exit_code == 0  # embeds the texts
+    preview = runner.invoke(cli, [*base, "purge", "--text", PHRASE], input="n\n")
+    assert preview.exit_code == 1 and holding(root, WORD)
+    done = runner.invoke(cli, [*base, "purge", "--text", PHRASE, "--json", "--yes"])
+    report = json.loads(done.output)
+    assert report["vectors"] > 0 and report["files"]
+    lines = preview.output.splitlines()
+    assert f"  vectors: {report['vectors']}" in lines
+    assert "  tables: " + ", ".join(f"{t} {n}" for t, n in sorted(report["rows"].items())) in lines
+    assert "  files: " + ", ".join(f"{f} ({n})" for f, n in sorted(report["files"].items())) in lines
+    assert "export" in report["not_reached"]
+    runner.invoke(cli, [*base, "remember", f"Loves the {PHRASE}"])
+    text = runner.invoke(cli, [*base, "purge", "--text", PHRASE, "--yes"])
+    assert text.exit_code == 0 and text.output.startswith("purged text")
+    assert text.output.splitlines()[-1] == report["not_reached"]
 
 
 def test_cli_purge_of_a_user(root: Path) -> None:

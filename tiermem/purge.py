@@ -7,7 +7,8 @@ A purge erases the content itself, for one of:
 - **a fact** (``fact_id``, in the Memory's scope): the fact, and every copy of its text;
 - **a text** (``text``, at least :data:`MIN_TEXT_CHARS` characters): every occurrence in the
   Memory's user (all of its agents), matched case-insensitively, any run of white space matching
-  any other;
+  any other, in plain text and JSON-encoded alike (a line break stored as ``\\n`` in a logged
+  prompt or a tool call's arguments: :mod:`tiermem.storage.matcher`);
 - **a user** (``user``): everything stored for that user id, in every agent.
 
 For a fact or a text, in that user: facts that contain the text are deleted (each keeps a hashed
@@ -15,8 +16,10 @@ tombstone, so extraction still does not bring it back — R27 — and an audit e
 content); other tombstones keep only the hash of their casefolded text; the text is replaced by
 ``[purged]`` in audit entries, summaries, plans, queued messages (whose journal and extraction
 digests carry over, so processing them later writes no second record), every kept ``MEMORY.md``
-version, ``MEMORY.md`` itself, the Daily files, the dream diaries and the LLM call log's prompts, replies
-and errors (it holds texts only with ``log_prompts``: docs/calls.md). Rewriting those files is the
+version, ``MEMORY.md`` itself, the Daily files, the dream diaries, the LLM call log's prompts, replies
+and errors (it holds texts only with ``log_prompts``: docs/calls.md), agent session items and the
+values of LangGraph store items (an item whose key or a namespace label holds the text is deleted
+whole: a rewritten key would change its identity). Rewriting those files is the
 one exception to append-only; the purge records it in the audit as a SHA-256 of the purged text
 (casefolded, whitespace-folded) and counts, never the text. The rewritten files are re-indexed,
 and the vectors embedded from the old text (and their content-hash cache entries) are deleted.
@@ -35,11 +38,13 @@ deleted in the database and its tables are vacuumed (the server's write-ahead lo
 backups are the administrator's to expire); each process's local mirror is rewritten by this
 process at once and by the others when they refresh it (``tiermem mirror``, or when they open).
 
-Not reached: copies outside the root (exports, backups, the agent's own context), vectors of texts
+Not reached (:data:`NOT_REACHED`, said with every report ``tiermem purge`` prints): copies outside
+the root (exports, backups, the agent's own context), vectors of texts
 the store no longer knows (an old version of a Daily file edited by hand), and writers running at
 the same moment in other processes — a live session or a queued item being processed for the
 user journals what it holds. Stop the agents of that user first. An interrupted purge is finished
-by running it again. ``dry_run`` counts what would go and changes nothing.
+by running it again. ``dry_run`` changes nothing and counts what would go as the purge then
+counts it: rows per table, occurrences per file, vectors.
 """
 
 from __future__ import annotations
@@ -55,7 +60,8 @@ from tiermem import validate
 from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput, NotFound, StorageError, TiermemError
 from tiermem.search.index_files import drop_user_files
-from tiermem.storage.purge import Matcher, OutboxChange, PurgeRepository, sha256_hex
+from tiermem.storage.matcher import Matcher
+from tiermem.storage.purge import ErasedFact, OutboxChange, PurgeRepository, sha256_hex
 from tiermem.tiers.daily import LOCK_FILE as JOURNAL_LOCK
 from tiermem.tiers.daily import LOCK_TIMEOUT_SECONDS, namespace_prefixes
 from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, DREAMS_DIR, UserPaths, day_of, read_file
@@ -69,6 +75,10 @@ if TYPE_CHECKING:
 MIN_TEXT_CHARS = 3  # a shorter text would tear through unrelated words
 MAX_TEXT_CHARS = validate.MAX_CONTENT_CHARS
 DREAM_LOCK_TIMEOUT_SECONDS = 120.0
+SHOWN_FILES = 10  # files named in a report's lines (its ``files`` has them all)
+#: What no purge reaches, said with every report (docs/security.md).
+NOT_REACHED = ("Not reached: exports (tiermem export) and backups taken before this purge, and other copies"
+               " outside the root, keep what they held.")
 
 
 @dataclass(frozen=True)
@@ -111,11 +121,21 @@ class PurgeReport:
         return (f"{self.rows.get('facts', 0)} facts, {rows}, {self.occurrences} occurrences in {len(self.files)}"
                 f" files, {self.vectors} vectors")
 
+    def where(self) -> list[str]:
+        """Where, one line each: ``tables: audit 2, facts 1`` (rows per table), ``files:
+        MEMORY.md (1)`` (occurrences per file; a user's files are removed), ``vectors: 3``."""
+        names = sorted(self.files)
+        shown = [name if self.kind == "user" else f"{name} ({self.files[name]})" for name in names[:SHOWN_FILES]]
+        more = [f"and {len(names) - SHOWN_FILES} more"] if len(names) > SHOWN_FILES else []
+        files = ("removed " if self.kind == "user" and names else "") + (", ".join(shown + more) or "none")
+        tables = ", ".join(f"{table} {n}" for table, n in sorted(self.rows.items())) or "none"
+        return [f"tables: {tables}", f"files: {files}", f"vectors: {self.vectors}"]
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "user_id": self.user_id, "sha256": self.sha256, "dry_run": self.dry_run,
                 "facts": list(self.facts), "rows": dict(self.rows), "files": dict(self.files),
                 "occurrences": self.occurrences, "vectors": self.vectors, "vacuumed": self.vacuumed,
-                "wal_truncated": self.wal_truncated, "complete": self.complete}
+                "wal_truncated": self.wal_truncated, "complete": self.complete, "not_reached": NOT_REACHED}
 
 
 @dataclass(frozen=True)
@@ -178,27 +198,25 @@ def _digest(text: str) -> str:
 def _purge_text(mem: Memory, target: _Target, matcher: Matcher, dry_run: bool) -> PurgeReport:
     files = mem.daily.files  # the user's files and index (a text or fact purge is of the Memory's user)
     repo = PurgeRepository(mem.db)
-    if dry_run:
-        changes = _file_changes(files, matcher)
-        return PurgeReport(target.kind, target.user_id, target.sha256, True, rows=repo.count_text(target.user_id,
-                           matcher), files={c.shown: c.count for c in changes})
+    if dry_run:  # found as the purge below finds them: the preview counts what the purge erases
+        vectors = _vectors_to_delete(repo, target.user_id, matcher)
+        return PurgeReport(target.kind, target.user_id, target.sha256, True, rows=repo.count_text(
+            target.user_id, matcher), files={c.shown: c.count for c in _file_changes(files, matcher)}, vectors=vectors)
     mem.wait_idle()  # background session summaries land before, not after, the purge
     previous = repo.secure_delete(True)
     try:
         with _locks(mem, files, mem.daily):
-            rows = repo.count_text(target.user_id, matcher)
+            chunks = repo.count_text(target.user_id, matcher).get("chunks", 0)  # rebuilt from the files
             hashes, texts = repo.known_texts(target.user_id, matcher)
             changes = _file_changes(files, matcher)  # every file read (and checked) before any write
             at = utc_iso(mem.clock.now())
             with files.writing():  # where the files are rows, they change in the rows' transaction
                 with mem.db.transaction():
-                    erased = repo.delete_facts(target.user_id, matcher, at, target.fact_id)
-                    rows.update(_erase_rows(mem, repo, target.user_id, matcher))
-                    rows["facts"] = len(erased)
+                    erased, rows = _erase_rows(mem, repo, target, matcher, at)
                     _move_prefix_marks(repo, files.paths, matcher, changes)
                 _write_files(files, changes)
         mem.refresh_index()
-        rows["chunks"] = rows.get("chunks", 0) + repo.drop_stale_index(target.user_id, matcher)
+        rows["chunks"] = chunks + repo.drop_stale_index(target.user_id, matcher)
         vectors = repo.delete_vectors(hashes | _vector_hashes(texts, matcher))
         drop_user_files(mem.db, target.user_id)  # the user's vector index files held the old vectors
         report = PurgeReport(target.kind, target.user_id, target.sha256, False, tuple(f.id for f in erased),
@@ -208,17 +226,24 @@ def _purge_text(mem: Memory, target: _Target, matcher: Matcher, dry_run: bool) -
         repo.secure_delete(previous)
 
 
-def _erase_rows(mem: Memory, repo: PurgeRepository, user_id: str, matcher: Matcher) -> dict[str, int]:
-    """Everything but facts and the files, inside the purge's transaction; rows per table."""
-    rows = repo.scrub_columns(user_id, matcher)
+def _erase_rows(mem: Memory, repo: PurgeRepository, target: _Target, matcher: Matcher,
+                at: str) -> tuple[list[ErasedFact], dict[str, int]]:
+    """Everything but the files, inside the purge's transaction: the facts erased, and rows per
+    table (as :meth:`PurgeRepository.count_text` counts them)."""
+    user_id = target.user_id
+    doomed = repo.facts_to_delete(user_id, matcher, target.fact_id)
+    rows = {"audit": repo.erase_audit(user_id, matcher, {str(r["id"]) for r in doomed})}  # before the purge's own
+    erased = repo.delete_facts(doomed, at)
+    rows.update(repo.scrub_columns(user_id, matcher))
+    rows["facts"] = len(erased)  # deleted (a fact whose source held the text is rewritten)
     rows["tombstones"] = repo.hash_tombstones(user_id, matcher)
     rows["plans"] = repo.scrub_plans(user_id, matcher)
     rows["store_items"] = repo.scrub_store_items(user_id, matcher)
     rows["session_items"] = repo.scrub_session_items(user_id, matcher)
     changed = repo.scrub_outbox(user_id, matcher)
     _carry_digests(mem, changed)
-    rows["outbox"] = max(len(changed), rows.get("outbox", 0))  # items whose messages or error held it
-    return rows
+    rows["outbox"] = len(changed)
+    return erased, rows
 
 
 def _carry_digests(mem: Memory, changes: Sequence[OutboxChange]) -> None:
@@ -373,6 +398,23 @@ def _vector_hashes(texts: Iterable[str], matcher: Matcher | None) -> set[str]:
     return {text_hash(p) for p in pieces if matcher is None or matcher.found(p)}
 
 
+def _vectors_to_delete(repo: PurgeRepository, user_id: str, matcher: Matcher | None) -> int:
+    """How many stored vectors a purge deletes (a dry run's count): those of what the text (the
+    user's every text, ``matcher`` None) may have been embedded from, that no item links to once
+    the purge is done — items of other users keep theirs, and so do the user's items embedded from
+    a text without it (a fact, a chunk alone or with the chunk before it, as the indexer embeds)."""
+    from tiermem.search.indexer import text_hash
+
+    hashes, texts = repo.known_texts(user_id, matcher)
+    wanted = hashes | _vector_hashes(texts, matcher)
+    kept = set()
+    for embed_hash, owner, text, before in repo.linked_items(wanted):
+        embedded = text if before is None or text_hash(text) == embed_hash else f"{before}\n{text}"
+        if owner != user_id or (matcher is not None and not matcher.found(embedded)):
+            kept.add(embed_hash)
+    return repo.count_vectors(wanted - kept)
+
+
 # --- a user ----------------------------------------------------------------------------------
 def _purge_user(mem: Memory, target: _Target, dry_run: bool) -> PurgeReport:
     user = target.user_id
@@ -385,13 +427,15 @@ def _purge_user(mem: Memory, target: _Target, dry_run: bool) -> PurgeReport:
     if not rows and not shown:
         raise NotFound(f"nothing is stored for user {user!r} in {mem.db.label}")
     if dry_run:
-        return PurgeReport("user", user, target.sha256, True, rows=rows, files=dict.fromkeys(shown, 0))
+        return PurgeReport("user", user, target.sha256, True, rows=rows, files=dict.fromkeys(shown, 0),
+                           vectors=_vectors_to_delete(repo, user, None))
     if user == mem.scope.user_id:
         mem.wait_idle()
     previous = repo.secure_delete(True)
     try:
         with _locks(mem, files):
             hashes, texts = repo.known_texts(user, None)
+            rows = repo.user_rows(user, prefixes)  # every one is deleted (the files' rows, where the files are rows)
             with files.writing():
                 for file in _user_files(files):
                     if file.local:
@@ -399,7 +443,7 @@ def _purge_user(mem: Memory, target: _Target, dry_run: bool) -> PurgeReport:
                     else:
                         files.remove(file.rel)
                 with mem.db.transaction():
-                    rows = repo.delete_user(user, prefixes)
+                    repo.delete_user(user, prefixes)
         _remove_folders(paths)
         from tiermem.storage.search import SearchRepository
 

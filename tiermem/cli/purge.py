@@ -34,10 +34,14 @@ def purge(ctx: click.Context, fact_id: str | None, text: str | None, purge_user:
       tiermem --user alice purge --fact fact_1a2b3c4d
       tiermem purge --user bob --json --yes
     """
+    from tiermem.purge import NOT_REACHED
+
     mem = state_of(ctx).memory(create=False)
     if not yes:
         planned = mem.purge(fact_id, text=text, user=purge_user, dry_run=True)
-        click.echo(f"This erases {planned.summary()}.", err=True)
+        click.echo(f"This erases {planned.summary()}:", err=True)
+        for line in planned.where():
+            click.echo(f"  {line}", err=True)
         click.confirm("Erase it for good?", abort=True, err=True)
     report = mem.purge(fact_id, text=text, user=purge_user)
     if as_json:
@@ -45,6 +49,9 @@ def purge(ctx: click.Context, fact_id: str | None, text: str | None, purge_user:
     else:
         what = report.facts[0] if report.kind == "fact" else report.user_id if report.kind == "user" else "text"
         click.echo(f"purged {report.kind} {what} (sha256 {report.sha256[:12]}): {report.summary()}")
+        for line in report.where():
+            click.echo(f"  {line}")
+        click.echo(NOT_REACHED)
     if not report.complete:
         raise click.ClickException("the content was removed, but the WAL could not be truncated (another process"
                                    " holds the store open); run the purge again when it has closed")

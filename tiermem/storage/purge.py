@@ -2,177 +2,41 @@
 only hashes, and leave no copy behind where the backend allows (SQLite: free pages, the FTS5
 shadow tables, the WAL; PostgreSQL: the tables' dead rows, by VACUUM).
 
-The SQL is the same on every backend: a user's rows are read and matched here, in Python. Every
-column that may hold text of every table is classified here. :data:`CONTENT_COLUMNS` hold what people,
-agents or models wrote: a text purge deletes the facts that contain the text, turns tombstones
-into hashes and replaces the text by :data:`PLACEHOLDER` everywhere else (inside JSON values for
-:data:`JSON_COLUMNS`). :data:`KEY_COLUMNS` hold ids, names, hashes, times and days: never
-changed (a user purge deletes the user's rows whatever they hold). :func:`unclassified_columns`
-lists any column in neither, and a test fails on it, so a new table cannot slip past purge.
+The SQL is the same on every backend: a user's rows are read and matched here, in Python, column
+by column as :mod:`tiermem.storage.purge_columns` classifies them. A text purge deletes the facts
+that contain the text, turns tombstones into hashes and replaces the text by ``[purged]``
+everywhere else (inside the string values of JSON documents). A LangGraph store item whose key or
+a namespace label holds the text is deleted whole (a rewritten key would change the item's
+identity and could collide with another's).
 
-Matching (:class:`Matcher`) is case-insensitive (Unicode simple case folding, as ``re``
-does it), and a run of white space in the text matches any run of white space, so a text also
-matches where a record wraps it onto continuation lines or a line break was folded.
+Matching is :class:`~tiermem.storage.matcher.Matcher`'s, the same as in the files: case-insensitive,
+any run of white space matching any other, in plain text and inside JSON strings (decoded), so a
+text is found however a column stores it. :meth:`PurgeRepository.count_text` finds rows as the
+writers then change them: a purge's preview counts what the purge erases.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tiermem.storage.facts import TOMBSTONE_HASH_PREFIX, tombstone_key
+from tiermem.storage.matcher import Matcher
+from tiermem.storage.purge_columns import CONTENT_COLUMNS, JSON_COLUMNS, ROW_KEYS, SCRUBBED_COLUMNS
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database
 
-PLACEHOLDER = "[purged]"
-
-#: What people, agents or models wrote. (Derived copies too: ``chunks`` and ``search_docs`` are
-#: cut from the Markdown files and rebuilt from them after the files are rewritten.)
-CONTENT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "facts": ("content", "norm", "source"),
-    "audit": ("content", "reason", "source"),
-    "tombstones": ("norm", "content", "reason"),
-    "summaries": ("summary",),
-    "outbox": ("messages", "last_error"),
-    "plans": ("data",),
-    "core_versions": ("content",),
-    "chunks": ("text",),
-    "search_docs": ("text", "context"),
-    "store_items": ("value", "texts"),  # LangGraph store items (tiermem.integrations.langgraph)
-    "call_log": ("prompt", "completion", "error"),  # the LLM call log: texts only with log_prompts (and errors)
-    "session_items": ("item",),  # agent SDK session items, verbatim (tiermem.integrations.openai_agents)
-}
-
-#: Ids, names, hashes, times, days, enum values: nothing a person wrote.
-KEY_COLUMNS: dict[str, tuple[str, ...]] = {
-    "facts": ("id", "user_id", "agent_name", "category", "created_at", "updated_at"),
-    "audit": ("user_id", "agent_name", "at", "action", "fact_id", "run_id"),
-    "tombstones": ("user_id", "agent_name", "at"),
-    "summaries": ("user_id", "agent_name", "key", "updated_at"),
-    "meta": ("key", "value"),
-    "chunks": ("user_id", "agent_name", "tier", "path", "day", "content_hash"),
-    "indexed_files": ("user_id", "path", "sha256"),
-    "outbox": ("thread_id", "user_id", "agent_name", "status", "enqueued_at", "not_before", "claimed_by",
-               "claimed_at", "lease_until"),
-    "extracted_hashes": ("user_id", "agent_name", "thread_id", "md5", "at"),
-    "flush_hashes": ("namespace", "digest", "at"),
-    "consolidated_days": ("user_id", "day", "at"),
-    "consolidated_prefix": ("user_id", "day", "sha256", "at"),
-    "plans": ("id", "user_id", "agent_name", "status", "created_at", "updated_at"),
-    "change_epochs": ("user_id", "agent_name", "topic"),
-    "search_docs": ("source", "ref", "user_id", "agent_name", "tier", "category", "at", "embed_hash"),
-    "search_removed": ("user_id",),
-    "embeddings": ("content_hash", "model"),
-    "core_versions": ("user_id", "created_at", "cause", "sha256"),
-    "dream_state": ("user_id", "daily_sha256", "days", "at"),
-    "journal_intents": ("user_id", "namespace", "day", "blocks", "at"),  # hashes and lengths, no text
-    # PostgreSQL: the Daily files and MEMORY.md as rows (their bytes, in memory_blocks.data, are the
-    # files a purge rewrites or removes through MemoryFiles)
-    "memory_files": ("user_id", "rel"),
-    "memory_blocks": ("user_id", "rel"),
-    # PostgreSQL: the vector index (halfvec copies of the embeddings, dropped with their search items)
-    "search_models": ("model",),
-    "search_terms": ("kind",),
-    "search_vectors": ("content_hash", "user_id", "agent_name", "tier", "category", "at"),
-    "store_items": ("user_id", "namespace", "key", "created_at", "updated_at", "expires_at"),
-    "call_log": ("at", "user_id", "agent_name", "purpose", "provider", "model", "outcome"),
-    "session_items": ("user_id", "agent_name", "session_id", "added_at"),
-    "agent_sessions": ("user_id", "agent_name", "session_id", "created_at", "updated_at"),
-}
-
-#: Columns the database computes from content columns (PostgreSQL's text search vectors, and its
-#: keyword vocabulary kept by triggers): they change with them and need no handling of their own
-#: (a term no item holds any more is dropped when the purge compacts the store).
-DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "search_docs": ("words", "grams"),
-    "search_terms": ("term",),
-}
-
-#: JSON documents: the text is replaced inside their string values, and they are written back
-#: the way their owners write them.
-JSON_COLUMNS: dict[tuple[str, str], dict[str, Any]] = {
-    ("outbox", "messages"): {"ensure_ascii": False},
-    ("plans", "data"): {"ensure_ascii": False, "sort_keys": True, "separators": (",", ":")},
-    ("store_items", "value"): {"ensure_ascii": False},
-    ("store_items", "texts"): {"ensure_ascii": False},
-    ("session_items", "item"): {"ensure_ascii": False},
-}
-
-#: Plain text columns a text purge rewrites in place (facts, tombstones, JSON and the search
-#: index have their own handling).
-SCRUBBED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "facts": ("source",),
-    "audit": ("content", "reason", "source"),
-    "summaries": ("summary",),
-    "outbox": ("last_error",),
-    "call_log": ("prompt", "completion", "error"),
-}
-
-#: The key of each table whose rows a text purge rewrites in place.
-ROW_KEYS: dict[str, tuple[str, ...]] = {
-    "facts": ("id",), "audit": ("id",), "summaries": ("user_id", "agent_name", "key"), "outbox": ("id",),
-    "core_versions": ("id",), "call_log": ("id",),
-}
 # Deleted last when a user goes: deleting facts and chunks writes to them through triggers.
 _LAST = ("search_docs", "change_epochs")
 
 
-class Matcher:
-    """Where a text occurs: case-insensitive, any run of white space matching any other."""
-
-    def __init__(self, text: str) -> None:
-        words = text.split()
-        if not words:
-            raise ValueError("nothing to match")
-        self.text = text
-        self.pattern = re.compile(r"\s+".join(re.escape(word) for word in words), re.IGNORECASE)
-
-    def found(self, value: object) -> bool:
-        return isinstance(value, str) and self.pattern.search(value) is not None
-
-    def sub(self, value: str) -> tuple[str, int]:
-        """``value`` with every occurrence replaced by :data:`PLACEHOLDER`, and how many there were."""
-        return self.pattern.subn(PLACEHOLDER, value)
-
-    def sub_json(self, value: Any) -> tuple[Any, int]:
-        """A decoded JSON value with the text replaced in every string (keys left alone)."""
-        if isinstance(value, str):
-            return self.sub(value)
-        if isinstance(value, list):
-            pairs = [self.sub_json(v) for v in value]
-            return [v for v, _ in pairs], sum(n for _, n in pairs)
-        if isinstance(value, dict):
-            done = {k: self.sub_json(v) for k, v in value.items()}
-            return {k: v for k, (v, _) in done.items()}, sum(n for _, n in done.values())
-        return value, 0
-
-    def found_json(self, raw: object) -> bool:
-        if not isinstance(raw, str):
-            return False
-        try:
-            return self.sub_json(json.loads(raw))[1] > 0
-        except ValueError:
-            return self.found(raw)
-
-
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-def unclassified_columns(db: Database) -> list[str]:
-    """``table.column`` of every column that may hold text, of every plain table (not the index
-    shadow tables), that is in neither :data:`CONTENT_COLUMNS` nor :data:`KEY_COLUMNS`."""
-    out: list[str] = []
-    for table in db.parts.tables(db):
-        known = {*CONTENT_COLUMNS.get(table, ()), *KEY_COLUMNS.get(table, ()), *DERIVED_COLUMNS.get(table, ())}
-        out += [f"{table}.{column}" for column in db.parts.text_columns(db, table) if column not in known]
-    return out
 
 
 @dataclass(frozen=True)
@@ -219,17 +83,52 @@ class PurgeRepository:
 
     # --- finding ---------------------------------------------------------------------------
     def count_text(self, user_id: str, matcher: Matcher) -> dict[str, int]:
-        """Rows of ``user_id`` (every agent) holding the text, per table (search_docs left out:
-        it mirrors facts and chunks)."""
-        out: dict[str, int] = {}
+        """Rows of ``user_id`` (every agent) a text purge deletes or rewrites, per table, found as
+        its writers find them: facts deleted (a fact whose source only holds it is rewritten, not
+        counted), audit entries, tombstones not hashed yet, store items, and every other row holding
+        the text (search_docs left out: it mirrors facts and chunks)."""
+        facts = self.facts_to_delete(user_id, matcher)
+        out = {"facts": len(facts),
+               "audit": len(self._audit_to_erase(user_id, matcher, {str(r["id"]) for r in facts})),
+               "tombstones": len(self._tombstones_to_hash(user_id, matcher)),
+               "store_items": len(self._store_item_changes(user_id, matcher))}
         for table, columns in CONTENT_COLUMNS.items():
-            if table == "search_docs":
+            if table not in out and table != "search_docs":
+                out[table] = len(self._matching(table, columns, user_id, matcher))
+        return {table: n for table, n in out.items() if n}
+
+    def facts_to_delete(self, user_id: str, matcher: Matcher, also: str | None = None) -> list[Any]:
+        """The facts of ``user_id`` holding the text (and the fact ``also``), oldest first."""
+        return [r for r in self._rows("SELECT id, user_id, agent_name, content, norm FROM facts WHERE user_id = ?"
+                                      " ORDER BY rowid", [user_id]) if matcher.found(r["content"]) or r["id"] == also]
+
+    def _audit_to_erase(self, user_id: str, matcher: Matcher, fact_ids: set[str]) -> list[Any]:
+        """Audit entries of ``user_id`` holding the text, and those with content of ``fact_ids``."""
+        rows = self._rows("SELECT id, fact_id, content, reason, source FROM audit WHERE user_id = ? ORDER BY id",
+                          [user_id])
+        return [r for r in rows if (r["fact_id"] in fact_ids and r["content"] is not None)
+                or any(matcher.found(r[c]) for c in ("content", "reason", "source"))]
+
+    def _tombstones_to_hash(self, user_id: str, matcher: Matcher) -> list[Any]:
+        return [r for r in self._matching("tombstones", ("content", "norm", "reason"), user_id, matcher,
+                                          ("user_id", "agent_name", "at"))
+                if not (r["content"] == "" and str(r["norm"]).startswith(TOMBSTONE_HASH_PREFIX))]  # hashed already
+
+    def _store_item_changes(self, user_id: str, matcher: Matcher) -> list[tuple[Any, str | None, str | None]]:
+        """LangGraph store items of ``user_id`` the purge changes: ``(row, None, None)`` for an item
+        deleted whole (its key or a namespace label holds the text; a first label that is the user's
+        id is no text), else ``(row, value, texts)`` with the text replaced inside."""
+        out: list[tuple[Any, str | None, str | None]] = []
+        for row in self._rows("SELECT namespace, key, value, texts FROM store_items WHERE user_id = ?"
+                              " ORDER BY namespace, key", [user_id]):
+            labels = str(row["namespace"]).split(".")
+            if any(matcher.found(name) for name in (row["key"], *(labels[1:] if labels[0] == user_id else labels))):
+                out.append((row, None, None))
                 continue
-            if table == "facts":
-                columns = ("content",)  # the facts a purge deletes (a matching source is only rewritten)
-            found = len(self._matching(table, columns, user_id, matcher))
-            if found:
-                out[table] = found
+            value, in_value = _rewrite("store_items", "value", row["value"], matcher)
+            texts, in_texts = _rewrite("store_items", "texts", row["texts"], matcher)
+            if in_value or in_texts:
+                out.append((row, value, texts))
         return out
 
     def known_texts(self, user_id: str, matcher: Matcher | None) -> tuple[set[str], list[str]]:
@@ -253,6 +152,28 @@ class PurgeRepository:
             texts += [str(t) for t in _as_list(row[0]) if hit(t)]
         return hashes, texts
 
+    def linked_items(self, hashes: Iterable[str]) -> list[tuple[str, str, str, str | None]]:
+        """``(embed hash, user id, text, text of the chunk before it)`` of every item (every user)
+        linked to one of ``hashes``; the chunk before is ``None`` for a fact or a file's first chunk."""
+        wanted = sorted(set(hashes))
+        out: list[tuple[str, str, str, str | None]] = []
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            rows = self._rows(
+                "SELECT d.embed_hash, d.user_id, d.text, (SELECT p.text FROM chunks p WHERE p.user_id = c.user_id"
+                " AND p.path = c.path AND p.line_start < c.line_start ORDER BY p.line_start DESC LIMIT 1)"
+                " FROM search_docs d LEFT JOIN chunks c ON d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT)"
+                f" WHERE d.embed_hash IN ({', '.join('?' for _ in part)})", part)
+            out += [(str(r[0]), str(r[1]), str(r[2]), None if r[3] is None else str(r[3])) for r in rows]
+        return out
+
+    def count_vectors(self, hashes: Iterable[str]) -> int:
+        """The stored vectors (every model) of ``hashes``."""
+        wanted = sorted(set(hashes))
+        return sum(int(self._rows(f"SELECT COUNT(*) FROM embeddings WHERE content_hash IN"
+                                  f" ({', '.join('?' for _ in part)})", part)[0][0])
+                   for part in (wanted[i:i + 500] for i in range(0, len(wanted), 500)))
+
     def user_rows(self, user_id: str, namespace_prefixes: Sequence[str]) -> dict[str, int]:
         """Rows of ``user_id`` per table (and its journal digests under ``flush_hashes``)."""
         out: dict[str, int] = {}
@@ -274,18 +195,27 @@ class PurgeRepository:
         return [t for t in tables if t not in _LAST] + [t for t in _LAST if t in tables]
 
     # --- erasing a text ----------------------------------------------------------------------
-    def delete_facts(self, user_id: str, matcher: Matcher, at: str, also: str | None = None) -> list[ErasedFact]:
-        """Delete the facts of ``user_id`` holding the text (and the fact ``also``): each leaves a
-        hashed tombstone (it still blocks re-extraction) and an audit entry without content; the
-        content of the fact's earlier audit entries is dropped."""
-        rows = [r for r in self._rows("SELECT id, user_id, agent_name, content, norm FROM facts WHERE user_id = ?"
-                                      " ORDER BY rowid", [user_id]) if matcher.found(r["content"]) or r["id"] == also]
+    def erase_audit(self, user_id: str, matcher: Matcher, fact_ids: set[str]) -> int:
+        """Audit entries of ``user_id``: the text replaced in their content, reason and source, and
+        the content of the entries of ``fact_ids`` (the facts about to be deleted) dropped; how many
+        entries changed. Runs before the purge writes entries of its own."""
+        rows = self._audit_to_erase(user_id, matcher, fact_ids)
+        for row in rows:
+            new = {c: _rewrite("audit", c, row[c], matcher)[0] for c in ("content", "reason", "source")}
+            if row["fact_id"] in fact_ids:
+                new["content"] = None
+            self.conn.execute("UPDATE audit SET content = ?, reason = ?, source = ? WHERE id = ?",
+                              (new["content"], new["reason"], new["source"], row["id"]))
+        return len(rows)
+
+    def delete_facts(self, rows: Sequence[Any], at: str) -> list[ErasedFact]:
+        """Delete the facts of ``rows`` (:meth:`facts_to_delete`): each leaves a hashed tombstone (it
+        still blocks re-extraction) and an audit entry without content."""
         erased: list[ErasedFact] = []
         for row in rows:
             scope = Scope(row["user_id"], row["agent_name"])
             self.conn.execute("DELETE FROM facts WHERE id = ?", (row["id"],))
             self._hashed_tombstone(scope, row["norm"], at)
-            self.conn.execute("UPDATE audit SET content = NULL WHERE fact_id = ?", (row["id"],))
             self._audit(scope, at, row["id"], "purged: content erased")
             erased.append(ErasedFact(row["id"], scope, row["content"]))
         return erased
@@ -298,9 +228,7 @@ class PurgeRepository:
 
     def hash_tombstones(self, user_id: str, matcher: Matcher) -> int:
         """Tombstones of ``user_id`` holding the text keep only the hash of their casefolded text."""
-        rows = [r for r in self._matching("tombstones", ("content", "norm", "reason"), user_id, matcher,
-                                          ("user_id", "agent_name", "at"))
-                if not (r["content"] == "" and str(r["norm"]).startswith(TOMBSTONE_HASH_PREFIX))]  # hashed already
+        rows = self._tombstones_to_hash(user_id, matcher)
         for row in rows:
             self.conn.execute("DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm = ?",
                               (row["user_id"], row["agent_name"], row["norm"]))
@@ -321,7 +249,7 @@ class PurgeRepository:
         keys = ROW_KEYS[table]
         rows = self._matching(table, columns, user_id, matcher, keys)
         for row in rows:
-            new = {c: matcher.sub(row[c])[0] if isinstance(row[c], str) else row[c] for c in columns}
+            new = {c: _rewrite(table, c, row[c], matcher)[0] for c in columns}
             new.update(extra(new) if extra is not None else {})
             sets = ", ".join(f"{c} = ?" for c in new)
             where = " AND ".join(f"{k} = ?" for k in keys)
@@ -329,31 +257,31 @@ class PurgeRepository:
         return len(rows)
 
     def scrub_outbox(self, user_id: str, matcher: Matcher) -> list[OutboxChange]:
-        """Replace the text inside queued messages (every status); the changed items."""
+        """Replace the text inside queued items' messages and last errors (every status); the
+        changed items."""
         changes: list[OutboxChange] = []
-        style = JSON_COLUMNS[("outbox", "messages")]
-        for row in self._rows("SELECT id, thread_id, user_id, agent_name, messages FROM outbox WHERE user_id = ?"
-                              " ORDER BY id", [user_id]):
-            text, count = _rewrite_json(row["messages"], matcher, style)
-            if count:
-                self.conn.execute("UPDATE outbox SET messages = ? WHERE id = ?", (text, row["id"]))
-                changes.append(OutboxChange(Scope(row["user_id"], row["agent_name"]), row["thread_id"],
-                                            _as_list(row["messages"]), _as_list(text)))
+        for row in self._matching("outbox", ("messages", "last_error"), user_id, matcher,
+                                  ("id", "thread_id", "agent_name")):
+            text = _rewrite("outbox", "messages", row["messages"], matcher)[0]
+            error = _rewrite("outbox", "last_error", row["last_error"], matcher)[0]
+            self.conn.execute("UPDATE outbox SET messages = ?, last_error = ? WHERE id = ?", (text, error, row["id"]))
+            changes.append(OutboxChange(Scope(user_id, row["agent_name"]), row["thread_id"],
+                                        _as_list(row["messages"]), _as_list(text)))
         return changes
 
     def scrub_store_items(self, user_id: str, matcher: Matcher) -> int:
-        """Replace the text inside LangGraph store items (their values and search texts); how many
-        items changed. An erasure is the one write that changes a value behind its owner's back."""
-        changed = 0
-        for row in self._rows("SELECT namespace, key, value, texts FROM store_items WHERE user_id = ?"
-                              " ORDER BY namespace, key", [user_id]):
-            value, in_value = _rewrite_json(row["value"], matcher, JSON_COLUMNS[("store_items", "value")])
-            texts, in_texts = _rewrite_json(row["texts"], matcher, JSON_COLUMNS[("store_items", "texts")])
-            if in_value or in_texts:
+        """Replace the text inside LangGraph store items (their values and search texts), and delete
+        the items whose key or a namespace label holds it; how many items changed. An erasure is
+        the one write that changes a value behind its owner's back."""
+        changes = self._store_item_changes(user_id, matcher)
+        for row, value, texts in changes:
+            place = (user_id, row["namespace"], row["key"])
+            if value is None:
+                self.conn.execute("DELETE FROM store_items WHERE user_id = ? AND namespace = ? AND key = ?", place)
+            else:
                 self.conn.execute("UPDATE store_items SET value = ?, texts = ? WHERE user_id = ? AND namespace = ?"
-                                  " AND key = ?", (value, texts, user_id, row["namespace"], row["key"]))
-                changed += 1
-        return changed
+                                  " AND key = ?", (value, texts, *place))
+        return len(changes)
 
     def scrub_session_items(self, user_id: str, matcher: Matcher) -> int:
         """Replace the text inside agent SDK session items (kept verbatim otherwise); how many changed."""
@@ -393,22 +321,14 @@ class PurgeRepository:
         return len(stale)
 
     # --- erasing a user ----------------------------------------------------------------------
-    def delete_user(self, user_id: str, namespace_prefixes: Sequence[str]) -> dict[str, int]:
+    def delete_user(self, user_id: str, namespace_prefixes: Sequence[str]) -> None:
         """Delete every row of ``user_id`` in every table with a ``user_id`` column, and its
-        journal digests; rows per table."""
-        out: dict[str, int] = {}
-        conn = self.conn
+        journal digests (:meth:`user_rows` counts them first)."""
         for table in self._user_tables():
-            if table == "search_removed":
-                continue
-            count = conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,)).rowcount
-            if count and table != "search_docs":
-                out[table] = out.get(table, 0) + count
-        digests = sum(conn.execute("DELETE FROM flush_hashes WHERE substr(namespace, 1, ?) = ?",
-                                   (len(p), p)).rowcount for p in namespace_prefixes)
-        if digests:
-            out["flush_hashes"] = digests
-        return out
+            if table != "search_removed":
+                self.conn.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,))
+        for prefix in namespace_prefixes:
+            self.conn.execute("DELETE FROM flush_hashes WHERE substr(namespace, 1, ?) = ?", (len(prefix), prefix))
 
     # --- vectors, audit, compaction ----------------------------------------------------------
     def delete_vectors(self, hashes: Iterable[str]) -> int:
@@ -459,19 +379,31 @@ class PurgeRepository:
 
 
 def _found_in(table: str, column: str, value: object, matcher: Matcher) -> bool:
-    return matcher.found_json(value) if (table, column) in JSON_COLUMNS else matcher.found(value)
+    return _rewrite(table, column, value, matcher)[1] > 0
+
+
+def _rewrite(table: str, column: str, value: Any, matcher: Matcher) -> tuple[Any, int]:
+    """A column's value with the text replaced (in the string values of :data:`JSON_COLUMNS`), and
+    how many occurrences there were; a value that is no string is left as it is."""
+    if not isinstance(value, str):
+        return value, 0
+    style = JSON_COLUMNS.get((table, column))
+    return matcher.sub(value) if style is None else _rewrite_json(value, matcher, style)
 
 
 def _rewrite_json(raw: str, matcher: Matcher, style: dict[str, Any],
                   bump: dict[str, int] | None = None) -> tuple[str, int]:
-    """``raw`` JSON with the text replaced in its string values (plain text if it is not JSON);
-    ``bump`` sets top-level integer fields of a changed document."""
+    """``raw`` JSON with the text replaced in its string values (matched as text if it is not JSON),
+    written back in ``style`` if it changed; ``bump`` sets top-level integer fields of a changed
+    document."""
     try:
         value = json.loads(raw)
     except ValueError:
         return matcher.sub(raw)
     new, count = matcher.sub_json(value)
-    if count and bump and isinstance(new, dict):
+    if not count:
+        return raw, 0
+    if bump and isinstance(new, dict):
         new.update({k: v for k, v in bump.items() if isinstance(new.get(k), int)})
     return json.dumps(new, **style), count
 

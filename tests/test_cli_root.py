@@ -42,7 +42,7 @@ def no_store(root: Path) -> str:
     url = os.environ.get("TIERMEM_DATABASE_URL")
     if not url:
         return f"no tiermem store at {root} (run `tiermem init`, or check --root)"
-    from tiermem.storage.postgres.db import safe_url
+    from tiermem.storage.postgres.conninfo import safe_url
 
     return f"no tiermem store at {safe_url(url)} (run `tiermem init`, or check TIERMEM_DATABASE_URL)"
 

@@ -17,7 +17,7 @@ from tiermem import Memory
 from tiermem.cli.main import cli
 from tiermem.config import load_settings
 from tiermem.storage.backend import store_exists
-from tiermem.storage.postgres.db import safe_url
+from tiermem.storage.postgres.conninfo import safe_url
 from tiermem.tiers.markdown import parse_records
 
 ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC"}

@@ -14,7 +14,8 @@ from pg_helpers import fresh_schema, server_url, with_schema  # noqa: E402
 
 from tiermem import Memory  # noqa: E402
 from tiermem.errors import ConfigError, StorageError  # noqa: E402
-from tiermem.storage.postgres.db import PgDatabase, safe_url, to_pg  # noqa: E402
+from tiermem.storage.postgres.conninfo import safe_url  # noqa: E402
+from tiermem.storage.postgres.db import PgDatabase, to_pg  # noqa: E402
 from tiermem.testing import HashEmbedder  # noqa: E402
 
 

@@ -3,43 +3,22 @@
 It connects with its own read-only session (it never migrates or writes), then reports: the
 connection, the schema version (against the steps this tiermem knows), the ``vector``
 extension, the rows of each table, and stuck queue claims (the same rule as on SQLite). Messages
-name the database by its URL without the password (:func:`safe_url`); a driver message that
-quotes the password has it replaced.
+name the database by its URL without the password, and a driver message has every spelling of
+the password replaced (:mod:`tiermem.storage.postgres.conninfo`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from tiermem.doctor import contents
 from tiermem.doctor.report import DoctorReport
+from tiermem.errors import ConfigError
+from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
 
 CONNECT_TIMEOUT_SECONDS = 10
 STATEMENT_TIMEOUT_MS = 30_000
-
-
-def safe_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``."""
-    from tiermem.storage.postgres.db import safe_url as redact_url
-
-    return redact_url(url)
-
-
-def scrub(message: str, url: str) -> str:
-    """``message`` without the password of ``url`` (as given, and percent-decoded) or a
-    ``password=...`` option."""
-    from tiermem.storage.postgres.pool import connect_error
-
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    for secret in {password, unquote(password)} if password else set():
-        if secret:
-            message = message.replace(secret, "***")
-    return connect_error(message)
 
 
 def check_postgres(url: str, report: DoctorReport, now: datetime, lease_seconds: float) -> None:
@@ -52,6 +31,11 @@ def check_postgres(url: str, report: DoctorReport, now: datetime, lease_seconds:
     except ImportError:
         report.unchecked.append("database_url names PostgreSQL, which needs the postgres extra:"
                                 " pip install 'tiermem[postgres]'")
+        return
+    try:
+        check_url(url)
+    except ConfigError as exc:
+        report.unchecked.append(f"cannot connect to {label}: {exc}")
         return
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, row_factory=dict_row)

@@ -6,6 +6,7 @@ protocol and its :attr:`~tiermem.storage.sql.Database.parts`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,8 @@ DB_FILE = "tiermem.db"
 
 Opener = Callable[[Path, "Settings"], "Database"]
 NEEDS_EXTRA = "database_url names PostgreSQL, which needs the postgres extra: pip install 'tiermem[postgres]'"
+DEFAULT = "sqlite"  # no database_url: the SQLite file under the root (no URL names it)
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,30}")  # what a URL scheme looks like: only such a name is quoted back
 
 
 def _sqlite(root: Path, settings: Settings) -> Database:
@@ -51,16 +54,23 @@ OPENERS: dict[str, Opener] = {
 
 
 def scheme(settings: Settings) -> str:
-    """The backend's registry name: the URL scheme of ``database_url``, or ``sqlite``."""
+    """The backend's registry name: the URL scheme of ``database_url``, or :data:`DEFAULT` without one."""
     url = settings.database_url
-    if not url:
-        return "sqlite"
+    return url_scheme(url, "database_url") if url else DEFAULT
+
+
+def url_scheme(url: str, what: str) -> str:
+    """The registry name of a database server ``url``; a :class:`ConfigError` naming ``what`` for
+    anything else: the SQLite store has no URL, and a key/value connection string is not one (the
+    message quotes a scheme, never the rest of ``url``, which may hold a password)."""
     name = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
-    if name not in OPENERS:
-        known = ", ".join(s + "://" for s in OPENERS if s != "sqlite")
-        raise ConfigError(f"database_url must start with one of {known}"
-                          f" (got a URL with scheme {name or 'none'!r})")
-    return name
+    if name in OPENERS and name != DEFAULT:
+        return name
+    known = ", ".join(s + "://" for s in OPENERS if s != DEFAULT)
+    got = (f"a URL with scheme {name!r}" if _SCHEME.fullmatch(name) else
+           "no URL: key/value connection strings are not accepted" if url.strip() else "an empty URL")
+    hint = "; the SQLite store under the root needs no URL" if name == DEFAULT else ""
+    raise ConfigError(f"{what} must start with one of {known} (got {got}{hint})")
 
 
 def open_database(root: Path, settings: Settings) -> Database:
@@ -79,17 +89,18 @@ def _postgres_exists(root: Path, settings: Settings) -> bool:
     except ImportError as exc:
         raise ConfigError(NEEDS_EXTRA) from exc
     from tiermem.errors import StorageError
-    from tiermem.storage.postgres.db import safe_url
-    from tiermem.storage.postgres.pool import CONNECT_TIMEOUT, connect_error
+    from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
+    from tiermem.storage.postgres.pool import CONNECT_TIMEOUT
     from tiermem.storage.postgres.schema import version
 
-    assert settings.database_url is not None
+    url = settings.database_url
+    assert url is not None
+    check_url(url)
     try:
-        with psycopg.connect(settings.database_url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
+        with psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
             return version(conn) > 0
     except psycopg.Error as exc:
-        raise StorageError(f"cannot connect to {safe_url(settings.database_url)}:"
-                           f" {connect_error(str(exc).strip())}") from exc
+        raise StorageError(f"cannot connect to {safe_url(url)}: {scrub(str(exc).strip(), url)}") from exc
 
 
 EXISTS: dict[str, Callable[[Path, Settings], bool]] = {
@@ -109,6 +120,6 @@ def store_label(root: Path, settings: Settings) -> str:
     """Where the store is, for messages: the root, or the database URL without its password."""
     if not settings.database_url:
         return str(root)
-    from tiermem.storage.postgres.db import safe_url
+    from tiermem.storage.postgres.conninfo import safe_url
 
     return safe_url(settings.database_url)

@@ -14,7 +14,8 @@ repositories' SQL serves both backends (``?`` placeholders are rewritten to psyc
 - A unique or check violation raises :attr:`PgDatabase.IntegrityError` and, inside a transaction,
   fails the whole transaction (SQLite would fail only the statement; no tiermem code goes on after
   one). Other failures become :class:`~tiermem.errors.StorageError` naming the URL without its
-  password (:func:`safe_url`).
+  password (:func:`~tiermem.storage.postgres.conninfo.safe_url`); a URL libpq would misread is refused
+  before anything connects (:func:`~tiermem.storage.postgres.conninfo.check_url`).
 """
 
 from __future__ import annotations
@@ -24,29 +25,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from tiermem.errors import StorageError
 from tiermem.redact import REDACT, Redactor
 from tiermem.storage.postgres import BACKEND
-from tiermem.storage.postgres.pool import SharedPool, connect_error
+from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
+from tiermem.storage.postgres.pool import SharedPool
 
 WRITE_LOCK = 7_311_002  # pg_advisory_xact_lock(WRITE_LOCK, hashtext(current_schema()))
 _READ = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
-
-
-def safe_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (and query options kept)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}:***@{host}" if ":" in user else f"{user}@{host}"
-    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @lru_cache(maxsize=1024)
@@ -128,6 +115,7 @@ class PgDatabase:
                  pool_size: int = 5, statement_timeout: float = 30.0) -> None:
         import psycopg
 
+        check_url(url)
         self.url = url
         self.label = safe_url(url)
         self.redactor = redactor
@@ -156,11 +144,11 @@ class PgDatabase:
                     return _run(fresh, sql, args, many)
             except psycopg.OperationalError as exc:
                 if attempt == attempts or many or not _READ.match(sql):
-                    raise StorageError(f"the statement failed on {self.label}: {_reason(exc)}") from exc
+                    raise StorageError(f"the statement failed on {self.label}: {_reason(exc, self.url)}") from exc
             except psycopg.errors.IntegrityError:
                 raise
             except psycopg.Error as exc:
-                raise StorageError(f"the statement failed on {self.label}: {_reason(exc)}") from exc
+                raise StorageError(f"the statement failed on {self.label}: {_reason(exc, self.url)}") from exc
         raise AssertionError("unreachable")
 
     def _in_transaction(self, conn: Any, sql: str, args: Any, many: bool) -> Result:
@@ -171,7 +159,7 @@ class PgDatabase:
         except psycopg.errors.IntegrityError:
             raise
         except psycopg.Error as exc:
-            raise StorageError(f"the statement failed on {self.label}: {_reason(exc)}") from exc
+            raise StorageError(f"the statement failed on {self.label}: {_reason(exc, self.url)}") from exc
 
     def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[Any]:
         """Run a read; failures become :class:`StorageError` naming ``what``."""
@@ -206,7 +194,7 @@ class PgDatabase:
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
                 _quietly(conn, "ROLLBACK")
-                raise StorageError(f"the write failed on {self.label} (rolled back): {_reason(exc)}") from exc
+                raise StorageError(f"the write failed on {self.label} (rolled back): {_reason(exc, self.url)}") from exc
         finally:
             self._pool.putconn(conn)
 
@@ -225,7 +213,7 @@ class PgDatabase:
                 if not (conn.closed or conn.broken) or attempt == self._pool.size:
                     _quietly(conn, "ROLLBACK")
                     self._pool.putconn(conn)
-                    raise StorageError(f"cannot start a write on {self.label}: {_reason(exc)}") from exc
+                    raise StorageError(f"cannot start a write on {self.label}: {_reason(exc, self.url)}") from exc
             self._pool.putconn(conn)  # the pool drops a broken connection
             conn = self._pool.getconn()
         raise AssertionError("unreachable")
@@ -253,8 +241,8 @@ def _run(conn: Any, sql: str, args: Any, many: bool) -> Result:
         return Result(rows, cur.rowcount)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, url: str) -> str:
     diag = getattr(exc, "diag", None)
     lines = str(exc).strip().splitlines()
     message = getattr(diag, "message_primary", None) or (lines[0] if lines else type(exc).__name__)
-    return connect_error(str(message))
+    return scrub(str(message), url)

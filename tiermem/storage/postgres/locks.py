@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from tiermem.errors import StorageError
-from tiermem.storage.postgres.pool import connect_error
+from tiermem.storage.postgres.conninfo import scrub
 from tiermem.storage.sql import check_lock_name
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class _LockConnections:
         try:
             return psycopg.connect(db.url, autocommit=True, connect_timeout=int(CONNECT_SECONDS))
         except psycopg.Error as exc:
-            raise StorageError(f"cannot connect to {db.label} to take a lock: {connect_error(str(exc).strip())}"
+            raise StorageError(f"cannot connect to {db.label} to take a lock: {scrub(str(exc).strip(), db.url)}"
                                ) from exc
 
     @classmethod
@@ -157,7 +157,7 @@ def _acquire(db: _PgStore, conn: Any, name: str, timeout: float) -> None:
     except psycopg.errors.LockNotAvailable as exc:
         raise TimeoutError(held) from exc
     except psycopg.Error as exc:
-        raise StorageError(f"cannot take the lock {name!r} on {db.label}: {connect_error(str(exc).strip())}") from exc
+        raise StorageError(f"cannot take the lock {name!r} on {db.label}: {scrub(str(exc).strip(), db.url)}") from exc
 
 
 def _release(conn: Any, name: str) -> None:

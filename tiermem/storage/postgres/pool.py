@@ -7,7 +7,6 @@ and ``json``/``jsonb`` as text (rows read as SQLite's do) and knows pgvector's t
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,13 +14,9 @@ from typing import Any, ClassVar
 
 from tiermem.errors import StorageError
 from tiermem.storage.postgres import schema
+from tiermem.storage.postgres.conninfo import scrub
 
 CONNECT_TIMEOUT = 10.0
-
-
-def connect_error(message: str) -> str:
-    """A driver message with any ``password=...`` it quotes removed."""
-    return re.sub(r"(?i)(password\s*=\s*)\S+", r"\1***", message)
 
 
 def _configure(statement_timeout: float) -> Any:
@@ -136,12 +131,12 @@ def _migrate(url: str, label: str, statement_timeout: float) -> int:
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT))
     except psycopg.Error as exc:
-        raise StorageError(f"cannot connect to {label}: {connect_error(str(exc).strip())}") from exc
+        raise StorageError(f"cannot connect to {label}: {scrub(str(exc).strip(), url)}") from exc
     try:
         conn.execute(f"SET statement_timeout = {int(statement_timeout * 1000)}")
         return schema.migrate(conn)
     except psycopg.Error as exc:
-        raise StorageError(f"cannot prepare the tiermem schema in {label}: {connect_error(str(exc).strip())}") from exc
+        raise StorageError(f"cannot prepare the tiermem schema in {label}: {scrub(str(exc).strip(), url)}") from exc
     finally:
         conn.close()
 

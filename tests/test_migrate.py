@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 from pg_helpers import fresh_schema, server_url
 from transfer_helpers import START, fill, observe, open_memory
 
-from tiermem import Memory, StorageError
+from tiermem import ConfigError, Memory, StorageError
 from tiermem.cli.main import cli
 from tiermem.testing import FakeClock, HashEmbedder
 
@@ -125,8 +125,26 @@ def test_migrate_needs_a_sqlite_store_and_a_known_scheme(tmp_path: Path, url: st
     with open_memory(tmp_path / "src", FakeClock(START)) as mem:
         mem.facts.add("x")
     unknown = run(tmp_path / "src", "migrate", "--to", f"mysql://root:{SECRET}@localhost/db")
-    assert unknown.exit_code == 1 and "database_url must start with" in unknown.output
+    assert unknown.exit_code == 1 and "the migration target (--to) must start with" in unknown.output
     assert SECRET not in unknown.output
+
+
+@pytest.mark.parametrize("target", ["sqlite:///{tmp}/elsewhere.db", "sqlite://", "", " "])
+def test_migrate_refuses_a_target_that_is_not_a_postgresql_url(filled: Path, tmp_path: Path, target: str) -> None:
+    source = Path(shutil.copytree(filled, tmp_path / "source"))
+    before = sqlite_state(source)
+    result = run(source, "migrate", "--to", target.format(tmp=tmp_path), "--replace")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: the migration target (--to) must start with one of postgresql://, postgres://")
+    assert len(result.output.strip().splitlines()) == 1 and "migrated" not in result.output
+    assert sqlite_state(source) == before and not (tmp_path / "elsewhere.db").exists()
+
+
+def test_a_sqlite_url_is_no_database_url(tmp_path: Path) -> None:
+    """The SQLite store has no URL: a ``sqlite://`` one used to open the root's file, whatever it named."""
+    with pytest.raises(ConfigError, match="the SQLite store under the root needs no URL"):
+        Memory(tmp_path / "mem", embedder=HashEmbedder(), database_url=f"sqlite:///{tmp_path}/elsewhere.db")
+    assert not (tmp_path / "mem" / "tiermem.db").exists() and not (tmp_path / "elsewhere.db").exists()
 
 
 def test_a_store_written_by_0_1_0_migrates(tmp_path: Path, url: str, clock: FakeClock) -> None:

@@ -37,19 +37,23 @@ class MigrateReport:
 
 
 def migrate_store(root: Path, url: str, *, replace: bool = False) -> MigrateReport:
-    """Copy the SQLite store under ``root`` into the database at ``url`` (see the module docstring)."""
+    """Copy the SQLite store under ``root`` into the database at ``url`` (see the module docstring).
+
+    ``url`` must name a database server (``postgresql://...``): anything else, an empty one or a
+    ``sqlite://`` one included, would be the SQLite store itself, and is a
+    :class:`~tiermem.errors.ConfigError`."""
     from dataclasses import replace as evolve
 
     from tiermem.config import load_settings
     from tiermem.memory import Memory
     from tiermem.redact import Redactor
-    from tiermem.storage.backend import open_database, scheme
+    from tiermem.storage.backend import open_database, url_scheme
     from tiermem.storage.sqlite.db import Database as SqliteDatabase
     from tiermem.transfer.document import export_data
 
+    url_scheme(url, "the migration target (--to)")  # not a server's URL: fails before anything is read
     base = Path(root).expanduser().resolve()
     settings = load_settings(base, {"database_url": url})
-    scheme(settings)  # an unknown URL scheme fails before anything is read
     path = base / DB_FILE
     if not path.is_file():
         raise NotFound(f"no SQLite store at {base} to migrate ({DB_FILE} is missing; check --root)")

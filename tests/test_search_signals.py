@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,3 +97,37 @@ def test_supported_adds_a_question_before_and_another_speakers_reply_after() -> 
     assert order[4] == pytest.approx(0.1)  # "Nice." asks nothing; the record after is B's own
     assert order[5] == pytest.approx(0.3)
     assert evidence == {1: 0.8, 2: 0.2, 3: 0.4, 4: 0.1, 5: 0.3}  # the scores themselves stay
+
+
+# --- a hit the conversation lifted says so (issue 22, item 16) -------------------------------------
+def test_a_hit_lifted_above_higher_scores_is_marked(root: Path, clock: FakeClock) -> None:
+    with _memory(root, clock, search_reply_support=0.5) as mem:
+        hits = mem.search(QUERY, k=4, min_score=0)
+    assert _texts(hits)[:2] == MORNING[:2] and hits[1].score < max(hit.score for hit in hits[2:])
+    assert [hit.lifted_by_thread for hit in hits] == [False, True, False, False]
+    assert hits[1].to_dict()["lifted_by_thread"] is True and hits[0].to_dict()["lifted_by_thread"] is False
+    with _memory(root, clock, search_reply_support=0, search_next_support=0) as mem:
+        plain = mem.search(QUERY, k=4, min_score=0)
+    assert [hit.score for hit in plain] == sorted((hit.score for hit in plain), reverse=True)
+    assert not any(hit.lifted_by_thread for hit in plain)
+
+
+def test_search_cli_marks_lifted_hits_with_one_legend_line(root: Path, clock: FakeClock) -> None:
+    from click.testing import CliRunner
+
+    from tiermem.cli.main import cli
+    from tiermem.search.thread import LIFTED_LEGEND, LIFTED_MARK
+
+    _memory(root, clock).close()
+    env = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_SEARCH_REPLY_SUPPORT": "0.5", "COLUMNS": "250"}
+    out = CliRunner().invoke(cli, ["--root", str(root), "search", QUERY, "-k", "4", "--min-score", "0"], env=env)
+    assert out.exit_code == 0, out.output
+    rows = [line for line in out.output.splitlines() if "Caroline:" in line or "Melanie:" in line]
+    assert [LIFTED_MARK in line for line in rows] == [False, True, False, False], out.output
+    assert out.output.count(LIFTED_LEGEND) == 1
+    as_json = CliRunner().invoke(cli, ["--root", str(root), "search", QUERY, "-k", "4", "--min-score", "0",
+                                       "--json"], env=env)
+    assert [hit["lifted_by_thread"] for hit in json.loads(as_json.output)] == [False, True, False, False]
+    unlifted = CliRunner().invoke(cli, ["--root", str(root), "search", QUERY, "-k", "4", "--min-score", "0"],
+                                  env={**env, "TIERMEM_SEARCH_REPLY_SUPPORT": "0"})
+    assert LIFTED_MARK not in unlifted.output and LIFTED_LEGEND not in unlifted.output

@@ -84,7 +84,9 @@ class SearchHit:
     ``ref`` is a fact id for ``tier == "fact"`` and ``path#Lstart-Lend`` for the file tiers, relative
     to the user's directory (the root for the default user, ``users/<user_id>/`` for others), e.g.
     ``memory/2026-03-14.md#L12-L14`` or ``MEMORY.md#L3-L3``. ``provisional`` marks text from
-    queued items whose extraction has not landed yet.
+    queued items whose extraction has not landed yet. ``lifted_by_thread`` marks a daily record that
+    ranks above a hit with a higher score because the conversation around it matches too (the
+    question before it, another speaker's reply after it: :mod:`tiermem.search.thread`).
     """
 
     text: str
@@ -95,6 +97,7 @@ class SearchHit:
     category: str | None = None
     date: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    lifted_by_thread: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +108,7 @@ class SearchHit:
             "provisional": self.provisional,
             "category": self.category,
             "date": self.date,
+            "lifted_by_thread": self.lifted_by_thread,
         }
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tiermem.clock import utc_iso
 from tiermem.plans.plan import Plan
+from tiermem.search.thread import LIFTED_LEGEND, LIFTED_MARK
 from tiermem.types import AuditEntry, Fact, SearchHit
 
 console = Console(soft_wrap=False)
@@ -39,6 +41,17 @@ def history_table(entries: Sequence[AuditEntry]) -> None:
     console.print(table)
 
 
+def hit_score(hit: SearchHit) -> str:
+    """A hit's score as shown, with the mark of a hit the conversation lifted (:func:`lifted_legend`)."""
+    return f"{hit.score:.3f}" + (f" {LIFTED_MARK}" if hit.lifted_by_thread else "")
+
+
+def lifted_legend(hits: Sequence[SearchHit], out: Console = console) -> None:
+    """The line that explains the mark, under a list of hits that has one."""
+    if any(hit.lifted_by_thread for hit in hits):
+        out.print(Text(LIFTED_LEGEND, style="dim"))
+
+
 def hit_table(hits: Sequence[SearchHit]) -> None:
     if not hits:
         console.print("[dim]no hits[/dim]")
@@ -48,8 +61,9 @@ def hit_table(hits: Sequence[SearchHit]) -> None:
         table.add_column(column, overflow="fold")
     for h in hits:
         tier = h.tier + (" (pending)" if h.provisional else "")
-        table.add_row(f"{h.score:.3f}", tier, h.ref, h.text)
+        table.add_row(hit_score(h), tier, h.ref, h.text)
     console.print(table)
+    lifted_legend(hits)
 
 
 def plan_table(plans: Sequence[Plan]) -> None:

@@ -20,7 +20,8 @@ One search (R44-R49):
    of the score of the question before it and of another speaker's reply after it (the records
    next to the candidates join them: :mod:`tiermem.search.thread`); ``rrf`` by reciprocal rank
    fusion of the candidate lists; then optional recency decay and MMR (which change the order,
-   not the scores);
+   not the scores); a hit the thread support put above higher scores is marked
+   ``lifted_by_thread``;
 7. the top ``k`` as :class:`~tiermem.types.SearchHit`, minus those scoring below the floor:
    ``min_score``, else the ``search_min_score`` setting, else the embedder model's measured
    default (:mod:`tiermem.search.floor`). So a query about nothing in memory returns ``[]``.
@@ -51,7 +52,7 @@ from tiermem.search.floor import check_min_score, default_min_score
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
 from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
 from tiermem.search.keywords import KeywordResult, KeywordSearch
-from tiermem.search.thread import FileLines, extra_ids, supported
+from tiermem.search.thread import FileLines, extra_ids, mark_lifted, support_of, supported
 from tiermem.storage.search import DocRow, SearchIndex, open_search_index
 from tiermem.storage.sql import Database
 from tiermem.types import Fact, Scope, SearchHit
@@ -156,7 +157,7 @@ class SearchEngine:
         if include_pending and self.pending_sources:
             scorer = partial(self.score_texts, terms)
             hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector, scorer), hits)
-        return [hit for hit in hits if hit.score >= floor]
+        return mark_lifted([hit for hit in hits if hit.score >= floor])
 
     def min_score(self) -> float:
         """The floor in force: ``search_min_score``, else the embedder model's default."""
@@ -219,8 +220,12 @@ class SearchEngine:
             evidence.update(more)
             why.update(more_why)
         near = lines.around(head | extra)
-        return supported({doc_id: order.get(doc_id, evidence[doc_id]) for doc_id in rows}, evidence, rows, near,
-                         self.settings.search_reply_support, self.settings.search_next_support)
+        base = {doc_id: order.get(doc_id, evidence[doc_id]) for doc_id in rows}
+        lifted = supported(base, evidence, rows, near, self.settings.search_reply_support,
+                           self.settings.search_next_support)
+        for doc_id, support in support_of(base, lifted).items():
+            why[doc_id]["thread"] = support  # shown as a lifted hit's mark when it outranks higher scores
+        return lifted
 
     def _evidence(self, scope: Scope, terms: QueryTerms, vector: npt.NDArray[np.float32],
                   rows: dict[int, DocRow]) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
@@ -283,7 +288,8 @@ def make_indexer(db: Database, docs: SearchIndex, embedder: Callable[[], Embedde
 
 
 def _hit(row: DocRow, score: float, why: dict[str, float]) -> SearchHit:
-    """``extra``: the doc id and what made the score (keyword coverage, cosine, recency factor)."""
+    """``extra``: the doc id and what made the score (keyword coverage, cosine) and the order (recency
+    factor, thread support)."""
     if row.source == "fact":
         return SearchHit(row.text, score, "fact", row.ref, category=row.category,
                          date=row.at[:10] if row.at else None, extra={"doc_id": row.id, **why})

@@ -16,6 +16,10 @@ candidates, each with its own evidence score. ``SearchHit.score`` stays the reco
 (:mod:`tiermem.search.evidence`) and the floor applies to it, so a reply the floor would reject
 is still not shown; the support only moves hits up or down among themselves, like recency decay.
 
+A hit that ranks above a hit with a higher score because of that support says so:
+:func:`mark_lifted` sets ``SearchHit.lifted_by_thread``, and the CLI, the demo and the viewer show
+:data:`LIFTED_MARK` on it with :data:`LIFTED_LEGEND` under the list.
+
 Measured on LoCoMo (bench/README.md, issue 16): the reply support (0.1) raised R@5 by about 0.02
 on both the development and the held-out split; a neighbour bonus without the question condition
 lowered both. Weights: ``search_reply_support`` and ``search_next_support``.
@@ -27,14 +31,18 @@ over rows, so SQLite and PostgreSQL order alike.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tiermem.search.parts import label_of
 from tiermem.storage.search import DocRow
 from tiermem.storage.sql import Database
-from tiermem.types import Scope
+from tiermem.types import Scope, SearchHit
 
 MAX_FILES = 200  # distinct journal files one search reads neighbours from (bounds the query)
+#: The mark of a lifted hit, and the one line under a list of hits that explains it.
+LIFTED_MARK = "\u2191"
+LIFTED_LEGEND = (f"{LIFTED_MARK} ranked above higher scores: the question before it (or the reply after it) "
+                 "in the conversation matches too (docs/search.md, Order)")
 
 
 @dataclass(frozen=True)
@@ -114,3 +122,22 @@ def extra_ids(around: Mapping[int, Neighbours], known: Sequence[int] | set[int])
             if doc_id is not None and doc_id not in seen:
                 out[doc_id] = None
     return list(out)
+
+
+def support_of(order: Mapping[int, float], lifted: Mapping[int, float]) -> dict[int, float]:
+    """What :func:`supported` added to each record's order (only the records it raised)."""
+    return {doc_id: value - order[doc_id] for doc_id, value in lifted.items()
+            if doc_id in order and value > order[doc_id]}
+
+
+def mark_lifted(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """``hits`` (in their order), each that had thread support (``extra["thread"]``) and ranks
+    above a hit with a higher score marked ``lifted_by_thread``."""
+    out = list(hits)
+    best_below = float("-inf")
+    for index in range(len(out) - 1, -1, -1):
+        hit = out[index]
+        if hit.extra.get("thread", 0.0) > 0 and best_below > hit.score:
+            out[index] = replace(hit, lifted_by_thread=True)
+        best_below = max(best_below, hit.score)
+    return out

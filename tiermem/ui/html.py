@@ -29,7 +29,8 @@ SECURITY_HEADERS = {
 
 #: The navigation: path, label.
 PAGES: tuple[tuple[str, str], ...] = (("/core", "Core"), ("/journal", "Journal"), ("/facts", "Facts"),
-                                      ("/prompt", "Prompt"), ("/queue", "Queue"), ("/calls", "Calls"))
+                                      ("/search", "Search"), ("/prompt", "Prompt"), ("/queue", "Queue"),
+                                      ("/calls", "Calls"))
 
 
 def esc(value: object) -> str:

@@ -1,7 +1,9 @@
 """``tiermem demo``: the whole loop on the embedded defaults, end to end, in a few seconds.
 
 A bundled three-day chat (``tiermem/data/sample_conversation.jsonl``, written for the project)
-is replayed on the clock of its own timestamps (the last day is today). Each conversation goes
+is replayed on the clock of its own timestamps, ending before the real clock: its last day is
+today when its conversations were over by now, else yesterday (:func:`place_replay`), so nothing
+is stamped later than the moment the demo runs. Each conversation goes
 through a live session (Context tier, a small token limit so turns are trimmed into the Daily
 journal) and the update queue (``mem.queue.add`` after every message, as an agent would); when
 a conversation ends, the queue is flushed — the debounce window passing — so its facts are
@@ -51,6 +53,9 @@ QUESTIONS = (
 )
 ENABLE_HINT = ("TIERMEM_LLM=openai:gpt-4o-mini (with OPENAI_API_KEY), or a local model: "
                "TIERMEM_LLM=openai-compatible:llama3.1 TIERMEM_LLM_BASE_URL=http://localhost:11434/v1")
+REPLAY_TAIL = timedelta(hours=2)
+"""How long the replay runs after its last message: the session's end (a minute), the queue's
+pauses (replay time, seconds) and the next session an hour later, with room to spare."""
 QUIET_DEBOUNCE_SECONDS = 86_400.0
 """The replay moves its clock by minutes between messages, which would fire the 30 s debounce in
 the middle of a conversation at a moment that depends on thread timing; the demo sets a long
@@ -89,7 +94,7 @@ def _threads(sample: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str,
 
 @dataclass(frozen=True)
 class Replay:
-    """Where the sample's days fall: its last day is ``today``."""
+    """Where the sample's days fall: its last day is ``today`` (the last day of the replay)."""
 
     today: date
     tz: tzinfo
@@ -98,6 +103,19 @@ class Replay:
     def when(self, message: dict[str, Any]) -> datetime:
         day = self.today - timedelta(days=self.last_day - int(message["day"]))
         return datetime.combine(day, time.fromisoformat(message["time"]), self.tz)
+
+
+def place_replay(sample: list[dict[str, Any]], now: datetime) -> Replay:
+    """The replay whose last day is the latest one (today or yesterday) on which the whole replay
+    is over by ``now`` (an aware datetime): its last message, plus :data:`REPLAY_TAIL`."""
+    tz = now.tzinfo
+    if tz is None:
+        raise ValueError("now must be an aware datetime")
+    last_day = max(int(m["day"]) for m in sample)
+    replay = Replay(now.date(), tz, last_day)
+    if max(replay.when(m) for m in sample) + REPLAY_TAIL > now:
+        replay = Replay(now.date() - timedelta(days=1), tz, last_day)
+    return replay
 
 
 def replay_thread(mem: Memory, clock: ReplayClock, replay: Replay, thread: str,
@@ -164,7 +182,7 @@ def demo(ctx: click.Context, session_tokens: int) -> None:
     state = state_of(ctx)
     tz = load_settings(state.root.resolve(), {}).tz()
     sample = load_sample()
-    replay = Replay(datetime.now(tz).date(), tz, max(int(m["day"]) for m in sample))
+    replay = place_replay(sample, datetime.now(tz))
     clock = ReplayClock(replay.when(sample[0]))
     mem, scripted = _open(state, clock, session_tokens)
     view = DemoView(mem, scripted)
@@ -176,4 +194,4 @@ def demo(ctx: click.Context, session_tokens: int) -> None:
     view.facts()
     view.dream(mem.deep_dream(lookback_days=replay.last_day + 1))
     view.next_session(_next_session(state, mem, clock), QUESTIONS)
-    view.footer(ENABLE_HINT)
+    view.footer(ENABLE_HINT, replay.today)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from tiermem.cli.render import fact_table
+from tiermem.cli.render import fact_table, hit_score, lifted_legend
 
 if TYPE_CHECKING:
     from tiermem.cli.demo import Question
@@ -171,8 +172,9 @@ class DemoView:
         for column in ("rank", "score", "tier", "source", "text"):
             table.add_column(column, overflow="fold")
         for rank, hit in enumerate(hits, 1):
-            table.add_row(str(rank), f"{hit.score:.3f}", hit.tier, hit.ref, hit.text)
+            table.add_row(str(rank), hit_score(hit), hit.tier, hit.ref, hit.text)
         self.console.print(table if hits else Text("no hits", style="dim"))
+        lifted_legend(hits, self.console)
         found = answer_rank(hits, question.answer)
         if found is None:
             self.console.print(Text(f"answer ({question.answer!r}) not in the top {TOP_K}", style="red"))
@@ -180,11 +182,11 @@ class DemoView:
             self.console.print(Text(f"answer ({question.answer!r}) at rank {found} ({hits[found - 1].tier})",
                                     style="green"))
 
-    def footer(self, hint: str) -> None:
+    def footer(self, hint: str, last_day: date) -> None:
         root = self.mem.root
         self.console.print(Rule())
         if self.scripted:
             self.console.print(f"The model replies were scripted (tiermem/data/demo_replies.json). "
                                f"For a real model set {hint}")
-        self.console.print(f"Try: tiermem --root {root} search \"Lisbon\"   |   tiermem --root {root} daily   |   "
-                           f"tiermem --root {root} inject")
+        self.console.print(f"Try: tiermem --root {root} search \"Lisbon\"   |   tiermem --root {root} daily "
+                           f"{last_day.isoformat()}   |   tiermem --root {root} inject")

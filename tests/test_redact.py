@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tiermem.redact import KEEP, REDACT, redact, redact_counted, redact_data, redact_id
+from tiermem.redact import KEEP, REDACT, redact, redact_counted, redact_data, redact_id, redact_tree
 
 PEM = """-----BEGIN RSA PRIVATE KEY-----
 MIIEowIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7MhgHcTz6sE2I2yPB
@@ -166,3 +166,18 @@ def test_a_redactor_that_is_off_changes_nothing() -> None:
     assert KEEP.text(text) == text and KEEP.ident(text) == text and KEEP.data({"a": text}) == {"a": text}
     assert KEEP.scrub is None and REDACT.scrub is redact
     assert REDACT.optional(None) is None and REDACT.text(text) == "password=[REDACTED:password]"
+
+
+def test_a_tree_is_redacted_whole_and_json_inside_strings_too() -> None:
+    inner = json.dumps({"password": "Tr0ub4dor-and-3x"})
+    message = {"role": "assistant", "tool_calls": ({"function": {"name": "set", "arguments": json.dumps(
+        {"api_key": "hunter2-quokka-771", "config": inner})}},), "input": {"client_secret": "plainwords"}}
+    out = redact_tree(message)
+    args = json.loads(out["tool_calls"][0]["function"]["arguments"])
+    assert args["api_key"] == "[REDACTED:secret]" and json.loads(args["config"]) == {"password": "[REDACTED:password]"}
+    assert out["input"] == {"client_secret": "[REDACTED:secret]"} and out["role"] == "assistant"
+    assert redact_tree(out) == out  # idempotent
+    for kept in ('{"b": 1,  "a": "x"}', "{not json", "[1, 2", '{"name": "api_key"}'):
+        assert redact_tree(kept) == kept  # nothing to redact: the exact text
+    assert REDACT.tree("{broken password=hunter2") == "{broken password=[REDACTED:password]"
+    assert KEEP.tree(message) is message

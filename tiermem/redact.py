@@ -202,6 +202,37 @@ def _named(key: str, text: str, clean: Callable[[str], str]) -> str:
     return values[0] if len(values) == 1 and isinstance(values[0], str) else text
 
 
+def redact_tree(value: _T, clean: Callable[[str], str] = redact) -> _T:
+    """A JSON-like value (a chat message with its tool calls) redacted whole: every string leaf, also
+    as the pair ``"key": "value"`` (as :func:`redact_json` reads a stored object), and a string that
+    is JSON itself (tool-call arguments, JSON inside those) walked the same way inside, so it stays
+    JSON. Dict keys are kept; a string without secrets keeps its exact text."""
+    return _walk_tree(value, clean)  # type: ignore[no-any-return]
+
+
+def _walk_tree(value: Any, clean: Callable[[str], str]) -> Any:
+    if isinstance(value, dict):
+        return {key: _named(key, _tree_text(item, clean), clean) if isinstance(item, str) and isinstance(key, str)
+                else _walk_tree(item, clean) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_walk_tree(item, clean) for item in value]
+    return _tree_text(value, clean) if isinstance(value, str) else value
+
+
+def _tree_text(text: str, clean: Callable[[str], str]) -> str:
+    """``text`` redacted; when it is a JSON object or array, its own leaves first (a secret inside an
+    escaped string is out of reach of the patterns)."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(text)
+            cleaned = _walk_tree(value, clean)
+        except (ValueError, RecursionError):
+            pass  # not JSON (or nested past any sense): redacted as plain text
+        else:
+            text = text if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
+    return clean(text)
+
+
 def _walk(value: Any, clean: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return clean(value)
@@ -236,6 +267,10 @@ class Redactor:
     def data(self, value: _T) -> _T:
         """A JSON-like value: see :func:`redact_data`."""
         return redact_data(value) if self.enabled else value
+
+    def tree(self, value: _T) -> _T:
+        """A JSON-like value redacted whole, JSON inside its strings too: see :func:`redact_tree`."""
+        return redact_tree(value) if self.enabled else value
 
     def json_text(self, text: str) -> str:
         """The JSON text of a stored object: see :func:`redact_json`."""

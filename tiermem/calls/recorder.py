@@ -134,7 +134,7 @@ class CallRecorder:
             c = attempt.completion_tokens
             if c is None:
                 c = self._count(call.reply or "") if last else 0
-            reply = self.db.redactor.text(_clip(call.reply, MAX_STORED_CHARS)) if keep and last and call.reply else None
+            reply = _clip(self.db.redactor.tree(call.reply), MAX_STORED_CHARS) if keep and last and call.reply else None
             cost = None if price is None else price.cost(p, c)
             rows.append(CallRecord(0, at, call.purpose, provider, model, p, c, counted, attempt.latency_ms, "ok",
                                    number, None, cost, prompt, reply))
@@ -147,10 +147,9 @@ class CallRecorder:
         return count_tokens(text)
 
     def _prompt(self, sent: Sequence[Any]) -> str:
-        redact = self.db.redactor
-        items = [{**item, "content": redact.data(item.get("content"))} if isinstance(item, dict)
-                 else redact.text(str(item)) for item in sent]
-        return _clip(json.dumps(items, ensure_ascii=False, default=str), MAX_STORED_CHARS)
+        """The messages as JSON, redacted whole (tool calls, their arguments, JSON inside strings; R68)."""
+        plain = json.loads(json.dumps(list(sent), ensure_ascii=False, default=str))  # what will be stored
+        return _clip(json.dumps(self.db.redactor.tree(plain), ensure_ascii=False), MAX_STORED_CHARS)
 
     def _error(self, error: str) -> str:
         return self.db.redactor.text(_clip(" ".join(error.split()), MAX_ERROR_CHARS))

@@ -1,0 +1,70 @@
+"""Findings of issue 22 in the LLM call log, each with its test, on both backends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiermem import Memory
+from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+# secrets only their names give away (no known key prefix): only a walk that reads "api_key": "..." finds them
+NAMED = "hunter2-quokka-771"
+DEEP = "Tr0ub4dor-and-3x"
+PREFIXED = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def memory(root: Path, clock: FakeClock, replies: list[Any], **settings: Any) -> Memory:
+    return Memory(root, llm=ScriptedChatModel(replies), embedder=HashEmbedder(), clock=clock, timezone="UTC",
+                  **settings)
+
+
+def stored_text(mem: Memory) -> str:
+    """Every row of the call log as text."""
+    return repr([tuple(r) for r in mem.db.conn.execute("SELECT * FROM call_log").fetchall()])
+
+
+# --- 2: tool calls and JSON inside strings are redacted ---------------------------------------------
+def test_log_prompts_redacts_tool_calls_and_json_inside_strings(root: Path, clock: FakeClock) -> None:
+    arguments = json.dumps({"api_key": NAMED, "config": json.dumps({"password": DEEP})})
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "log in for me"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": f"login-{PREFIXED}", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": json.dumps({"token": {"api_key": NAMED}})},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "login",
+                                           "input": {"api_key": NAMED, "note": f"key {PREFIXED}"}}]},
+    ]
+    reply = json.dumps({"tool": "login", "arguments": json.dumps({"api_key": NAMED})})
+    with memory(root, clock, [reply], log_prompts=True) as mem:
+        assert mem.llm is not None
+        assert mem.llm.complete(messages) == reply  # the caller gets the reply as it was
+        (row,) = mem.calls.list()
+        everything = stored_text(mem)
+    for secret in (NAMED, DEEP, PREFIXED):
+        assert secret not in everything
+    assert row.prompt is not None and row.completion is not None
+    logged = json.loads(row.prompt)  # still JSON, the same shape, the strings that were JSON still JSON
+    function = logged[1]["tool_calls"][0]["function"]
+    assert function["name"] == "login-[REDACTED:openai_key]"
+    args = json.loads(function["arguments"])
+    assert args["api_key"] == "[REDACTED:secret]"
+    assert json.loads(args["config"]) == {"password": "[REDACTED:password]"}
+    assert json.loads(logged[2]["content"]) == {"token": {"api_key": "[REDACTED:secret]"}}
+    assert logged[3]["content"][0]["input"] == {"api_key": "[REDACTED:secret]", "note": "key [REDACTED:openai_key]"}
+    assert logged[0] == {"role": "user", "content": "log in for me"}
+    assert json.loads(json.loads(row.completion)["arguments"]) == {"api_key": "[REDACTED:secret]"}
+
+
+def test_a_reply_without_secrets_is_logged_as_it_came(root: Path, clock: FakeClock) -> None:
+    reply = '{"b": 1,  "a": "x"}'  # key order and spacing kept: nothing was redacted
+    with memory(root, clock, [reply], log_prompts=True) as mem:
+        assert mem.llm is not None
+        mem.llm.complete([{"role": "user", "content": "hi"}])
+        (row,) = mem.calls.list()
+    assert row.completion == reply

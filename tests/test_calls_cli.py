@@ -127,6 +127,8 @@ def test_prices_table_beside_or_inside_the_tiermem_table(tmp_path: Path) -> None
     'prices = 3\n',
     '[costs."openai:gpt-4o-mini"]\ninput_per_mtok = 0.15\noutput_per_mtok = 0.6\n',  # unknown tables still fail
     'call_log_retention_days = 0\n',
+    'call_log_retention_days = 36501\n',  # over 100 years: the clean-up's cut-off would leave the calendar
+    'call_log_retention_days = 1000000\n',
     'log_prompts = "maybe"\n',
 ])
 def test_bad_call_log_settings_are_config_errors(tmp_path: Path, toml: str) -> None:
@@ -142,3 +144,6 @@ def test_prices_and_switches_from_the_environment(tmp_path: Path) -> None:
     assert settings.log_prompts and settings.call_log_retention_days == 7
     with pytest.raises(ConfigError, match="prices"):
         settings_from(tmp_path, "", {"TIERMEM_PRICES": "{not json"})
+    with pytest.raises(ConfigError, match="call_log_retention_days"):
+        settings_from(tmp_path, "", {"TIERMEM_CALL_LOG_RETENTION_DAYS": "1000000"})
+    assert settings_from(tmp_path, "", {"TIERMEM_CALL_LOG_RETENTION_DAYS": "36500"}).call_log_retention_days == 36500

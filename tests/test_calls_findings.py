@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
 pytestmark = pytest.mark.usefixtures("backend")
 
+GOOD_EXTRACTION = json.dumps({"user": None, "history": None, "factsToRemove": [], "newFacts": []})
+TURNS = [{"role": "user", "content": "I drink green tea every morning."}]
 # secrets only their names give away (no known key prefix): only a walk that reads "api_key": "..." finds them
 NAMED = "hunter2-quokka-771"
 DEEP = "Tr0ub4dor-and-3x"
@@ -68,3 +72,44 @@ def test_a_reply_without_secrets_is_logged_as_it_came(root: Path, clock: FakeClo
         mem.llm.complete([{"role": "user", "content": "hi"}])
         (row,) = mem.calls.list()
     assert row.completion == reply
+
+
+# --- 8: the retention is bounded; a failed clean-up changes nothing about the call -----------------
+def refuse_deletes(mem: Memory) -> None:
+    """A database that refuses to delete call-log rows (the clean-up fails, inserts still work)."""
+    if mem.db.backend == "sqlite":
+        statements = ["CREATE TRIGGER refuse_delete BEFORE DELETE ON call_log BEGIN "
+                      "SELECT RAISE(ABORT, 'deletes refused'); END"]
+    else:
+        statements = ["CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$ BEGIN RAISE EXCEPTION 'deletes refused'; END $$",
+                      "CREATE TRIGGER refuse_delete BEFORE DELETE ON call_log FOR EACH STATEMENT "
+                      "EXECUTE FUNCTION refuse_delete()"]
+    with mem.db.transaction() as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def test_a_failed_clean_up_still_marks_the_unusable_reply(root: Path, clock: FakeClock,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    with memory(root, clock, ["old call", "not json", GOOD_EXTRACTION], call_log_retention_days=30) as mem:
+        assert mem.llm is not None
+        mem.llm.complete([{"role": "user", "content": "an old call"}])
+        refuse_deletes(mem)
+        clock.advance(timedelta(days=31).total_seconds())  # the old row is due for removal
+        with caplog.at_level(logging.WARNING, logger="tiermem.calls.recorder"):
+            mem.extract(TURNS)
+        rows = mem.calls.list()
+    assert [(r.purpose, r.outcome) for r in rows] == [("extraction", "ok"), ("extraction", "parse_failed"),
+                                                      ("other", "ok")]
+    assert rows[1].error and "JSON" in rows[1].error
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("could not remove old rows of the LLM call log" in w for w in warnings), warnings
+    assert not any("could not write the LLM call log" in w for w in warnings), warnings
+
+
+def test_an_extraction_reply_is_parse_failed_at_the_longest_retention(root: Path, clock: FakeClock) -> None:
+    with memory(root, clock, ["not json", GOOD_EXTRACTION], call_log_retention_days=36_500) as mem:
+        mem.extract(TURNS)
+        rows = mem.calls.list()
+    assert [r.outcome for r in rows] == ["ok", "parse_failed"]

@@ -21,6 +21,7 @@ from tiermem.errors import ConfigError
 
 CONFIG_FILE = "tiermem.toml"
 ENV_PREFIX = "TIERMEM_"
+MAX_CALL_LOG_RETENTION_DAYS = 36_500
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,8 @@ def _check(settings: Settings) -> Settings:
                  "inject_notes"):
         if getattr(settings, name) < 0:
             raise ConfigError(f"{name} must not be negative")
+    if settings.call_log_retention_days > MAX_CALL_LOG_RETENTION_DAYS:  # the clean-up's cut-off stays a date
+        raise ConfigError(f"call_log_retention_days must be at most {MAX_CALL_LOG_RETENTION_DAYS} (100 years)")
     if settings.sqlite_synchronous not in ("normal", "full"):
         raise ConfigError(f"sqlite_synchronous must be 'normal' or 'full', got {settings.sqlite_synchronous!r}")
     if settings.postgres_pool_size < 1 or settings.postgres_statement_timeout_seconds <= 0:

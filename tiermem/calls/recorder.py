@@ -84,13 +84,16 @@ class CallRecorder:
         if self.db.read_only:
             return None
         try:
-            rows = self._rows(call, trace.attempts, total_ms)
-            ids = self.repo.insert(rows)
-            self._prune()
+            ids = self.repo.insert(self._rows(call, trace.attempts, total_ms))
         except Exception as exc:  # the log is a record, never a reason for a model call to fail
             log.warning("could not write the LLM call log (%s: %s); the call itself is unaffected",
                         type(exc).__name__, exc)
             return None
+        try:  # the rows are written: a failed clean-up must not lose their id (a parse failure marks it)
+            self._prune()
+        except Exception as exc:
+            log.warning("could not remove old rows of the LLM call log (%s: %s); the call is logged",
+                        type(exc).__name__, exc)
         return ids[-1] if ids else None
 
     def mark_parse_failed(self, row_id: int, error: str) -> None:

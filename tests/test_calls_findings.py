@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
 
-from tiermem import Memory
+from tiermem import InvalidInput, Memory
+from tiermem.cli.main import cli
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
+from tiermem.ui.app import build_app
+from tiermem.ui.guard import ui_options
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -113,3 +118,32 @@ def test_an_extraction_reply_is_parse_failed_at_the_longest_retention(root: Path
         mem.extract(TURNS)
         rows = mem.calls.list()
     assert [r.outcome for r in rows] == ["ok", "parse_failed"]
+
+
+# --- 11: a since out of the calendar is bad input --------------------------------------------------
+@pytest.mark.parametrize("since", ["999999d", "999999w", "0001-01-01T00:00:00+01:00",
+                                   datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))])
+def test_a_since_before_year_one_is_invalid_input(root: Path, clock: FakeClock, since: str | datetime) -> None:
+    with memory(root, clock, ["x"]) as mem:
+        assert mem.llm is not None
+        mem.llm.complete([{"role": "user", "content": "hi"}])
+        with pytest.raises(InvalidInput, match="since"):
+            mem.calls.list(since=since)
+        with pytest.raises(InvalidInput, match="since"):
+            mem.calls.totals(since=since)
+        assert len(mem.calls.list(since="9999d")) == 1  # 27 years back: fine
+
+
+def test_cli_and_viewer_refuse_a_since_before_year_one(root: Path, clock: FakeClock) -> None:
+    with memory(root, clock, ["x"]) as mem:
+        assert mem.llm is not None
+        mem.llm.complete([{"role": "user", "content": "hi"}])
+        with TestClient(build_app(mem, ui_options(8767), "csrf-0123456789abcdef0123456789"),
+                        base_url="http://127.0.0.1:8767") as client:
+            answer = client.get("/calls", params={"since": "999999d"})
+    assert answer.status_code == 400 and "since" in answer.text
+    result = CliRunner().invoke(cli, ["--root", str(root), "calls", "--since", "999999d"],
+                                env={"TIERMEM_EMBEDDER": "hash"})
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: since") and "Traceback" not in result.output

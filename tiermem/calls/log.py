@@ -69,7 +69,16 @@ class CallLog:
 
 
 def parse_since(value: object, now: datetime) -> datetime:
-    """``value`` as an aware datetime (see the module docstring); :class:`InvalidInput` otherwise."""
+    """``value`` as an aware UTC datetime (see the module docstring); :class:`InvalidInput` otherwise,
+    also for a moment the calendar cannot hold (``999999d``: before the year 1)."""
+    try:
+        return _moment(value, now).astimezone(UTC)
+    except OverflowError as exc:
+        raise InvalidInput(f"since: {value!r} reaches back before the year 1; give a later date or a shorter span"
+                           ) from exc
+
+
+def _moment(value: object, now: datetime) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if not isinstance(value, str) or not value.strip():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from tiermem import InvalidInput, Memory
+from tiermem import InvalidInput, Memory, ProviderError
+from tiermem.calls import call_purpose, note_attempt, note_usage
 from tiermem.cli.main import cli
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 from tiermem.ui.app import build_app
@@ -147,3 +150,74 @@ def test_cli_and_viewer_refuse_a_since_before_year_one(root: Path, clock: FakeCl
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: since") and "Traceback" not in result.output
+
+
+# --- 20: the table at 80 columns -----------------------------------------------------------------
+MODEL = "anthropic:claude-sonnet-4-5-20250929"
+HEADERS = {"at (UTC)", "purpose", "model", "in/out", "ms", "outcome"}
+OUTCOME_WORD = re.compile(r"(?<![\w-])(ok|retried|parse_failed|provider_error)(?![\w-])")
+
+
+class RetriedModel:
+    """A provider that reports its attempts: two failures, then a slow success with large token counts;
+    every third call fails for good after three attempts."""
+
+    model_id = MODEL
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, messages: list[dict[str, Any]], *, json_schema: dict[str, Any] | None = None) -> str:
+        self.calls += 1
+        note_attempt(30_000.0, "timed out")
+        note_attempt(30_000.0, "HTTP 529 overloaded")
+        if self.calls % 3 == 0:
+            note_attempt(30_000.0, "HTTP 529 overloaded")
+            raise ProviderError("overloaded after 3 attempts")
+        note_attempt(123_456.0)
+        note_usage(123_456, 12_345, counted=True)
+        return "done"
+
+
+def model_cells(header: str, body: list[str]) -> list[str]:
+    """The model column's text per row, its folded lines joined."""
+    start = header.index("model")
+    cells: list[str] = []
+    for line in body:
+        piece = line[start:].split()[0] if line[start:].strip() else ""
+        if line[:start].strip():
+            cells.append(piece)
+        else:
+            cells[-1] += piece
+    return cells
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_calls_table_keeps_headers_and_outcomes_whole(root: Path, clock: FakeClock, columns: int) -> None:
+    with Memory(root, llm=RetriedModel(), embedder=HashEmbedder(), clock=clock, timezone="UTC") as mem:
+        assert mem.llm is not None
+        for _ in range(9):  # 27 rows, 21 of them with an error note: up to "provider_error #3 [21]"
+            with call_purpose("session_summary"), contextlib.suppress(ProviderError):
+                mem.llm.complete([{"role": "user", "content": "summarise"}])
+        rows = mem.calls.list()
+    result = CliRunner().invoke(cli, ["--root", str(root), "calls"],
+                                env={"TIERMEM_EMBEDDER": "hash", "COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, result.stdout
+    rule = next(i for i, line in enumerate(lines) if "───" in line)
+    end = next(i for i in range(rule + 1, len(lines)) if not lines[i].strip())
+    header, body = lines[rule - 1], lines[rule + 1:end]
+    shown = set(re.split(r"\s{2,}", header.strip()))
+    assert {"model", "outcome"} <= shown <= HEADERS, result.stdout  # every header whole
+    table = "\n".join(body)
+    assert OUTCOME_WORD.findall(table) == [r.outcome for r in rows], result.stdout  # whole, one per row
+    assert re.findall(r"\[\d+\]", table) == [f"[{n}]" for n in range(1, 22)], result.stdout
+    assert len(re.findall(r"(?<!\S)#[23](?!\S)", table)) == 18
+    assert model_cells(header, body) == [MODEL] * len(rows)  # folded, not cut
+    if "purpose" in shown:
+        assert table.count("session_summary") == len(rows)
+    if columns == 80:
+        assert shown == HEADERS - {"ms"} and table.count("123456/12345*") == 6
+    left_out = ", ".join(h for h in ("at (UTC)", "purpose", "model", "in/out", "ms", "outcome") if h not in shown)
+    assert f"(left out at this width: {left_out}; --json has every field)" in " ".join(result.stdout.split())

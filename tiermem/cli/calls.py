@@ -47,8 +47,14 @@ def calls(ctx: click.Context, purpose: str | None, model: str | None, outcome: s
     _table(rows)
 
 
+HEADERS = ("at (UTC)", "purpose", "model", "in/out", "ms", "outcome")
+NARROW_DROPS = ("ms", "in/out", "at (UTC)", "purpose")  # left out in this order when the table would not fit
+MODEL_MIN = 12  # a longer model name folds over lines
+
+
 def _table(rows: Sequence[CallRecord]) -> None:
-    """One line per row; errors as numbered notes under the table (so the table fits 80 columns)."""
+    """One row per attempt (a long model name folds, an outcome may wrap at a space; at narrow widths
+    columns are left out, see :func:`_fit`); errors as numbered notes under the table."""
     from tiermem.cli.render import console
 
     if not rows:
@@ -64,16 +70,19 @@ def _table(rows: Sequence[CallRecord]) -> None:
         cells.append([f"{r.at[5:10]} {r.at[11:16]}", r.purpose, r.model_id,
                       f"{r.prompt_tokens}/{r.completion_tokens}{'*' if r.tokens_counted else ''}",
                       f"{r.latency_ms:.0f}", outcome])
-    outcome_width = max(len(c[5]) for c in cells)
-    model_width = max(12, min(80 - 48 - outcome_width, max(len(c[2]) for c in cells)))  # whole names in 80 columns
+    widths = _fit(cells, console.width)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("at (UTC)", "purpose", "model", "in/out", "ms", "outcome"):
-        table.add_column(column, overflow="fold", min_width=model_width if column == "model" else None,
-                         no_wrap=column != "model", justify="right" if column in ("in/out", "ms")
-                         else "left")
+    for index, width in widths.items():
+        header = HEADERS[index]
+        table.add_column(header, width=width, overflow="fold", no_wrap=header not in ("model", "outcome"),
+                         justify="right" if header in ("in/out", "ms") else "left")
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(row[index] for index in widths))
     console.print(table, markup=False)
+    left_out = [header for index, header in enumerate(HEADERS) if index not in widths]
+    if left_out:
+        console.print(f"(left out at this width: {', '.join(left_out)}; --json has every field)",
+                      markup=False, highlight=False)
     for note in notes:
         console.print(note, markup=False, highlight=False)
     costs = [r.cost for r in rows if r.cost is not None]
@@ -81,3 +90,29 @@ def _table(rows: Sequence[CallRecord]) -> None:
     console.print(f"{len(rows)} rows: {sum(r.prompt_tokens for r in rows)} prompt + "
                   f"{sum(r.completion_tokens for r in rows)} completion tokens{cost} (* counted by tiermem)",
                   markup=False, highlight=False)
+
+
+def _fit(cells: Sequence[Sequence[str]], width: int) -> dict[int, int]:
+    """The columns shown and their widths. Every cell whole on one line when that fits, leaving out
+    the columns of ``NARROW_DROPS`` one by one; else the model name folds and the outcome wraps at
+    its spaces (never inside a word). Each column costs 3 more characters (its gaps and edges)."""
+    natural = [max(len(header), *(len(row[index]) for row in cells)) for index, header in enumerate(HEADERS)]
+    least = list(natural)
+    model, outcome = HEADERS.index("model"), HEADERS.index("outcome")
+    least[model] = min(MODEL_MIN, natural[model])
+    least[outcome] = max(len(HEADERS[outcome]), *(len(word) for row in cells for word in row[outcome].split()))
+    shown = list(range(len(HEADERS)))
+    for drop in (None, *NARROW_DROPS):
+        if drop is not None:
+            shown.remove(HEADERS.index(drop))
+        if sum(natural[index] + 3 for index in shown) - 1 <= width:
+            return {index: natural[index] for index in shown}
+        if drop is not None and sum(least[index] + 3 for index in shown) - 1 <= width:
+            break
+    widths = {index: least[index] for index in shown}
+    spare = width - sum(widths[index] + 3 for index in shown) + 1
+    for index in (model, outcome):  # a whole model name first, then an outcome on one line
+        grow = max(0, min(spare, natural[index] - least[index]))
+        widths[index] += grow
+        spare -= grow
+    return widths

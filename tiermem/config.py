@@ -86,6 +86,7 @@ class Settings:
     call_log_retention_days: int = 90  # rows of the LLM call log older than this are removed (docs/calls.md)
     log_prompts: bool = False  # the call log keeps prompt and reply texts (redacted) only when true
     prices: Prices = Prices()  # USD per million tokens per provider:model: [prices."openai:gpt-4o-mini"]
+    coding_server_idle_minutes: float = 30.0  # the coding agents' resident server exits after this quiet time
 
     def tz(self) -> tzinfo:
         """The configured time zone, or the system's local zone."""
@@ -154,6 +155,8 @@ def _check(settings: Settings) -> Settings:
                  "inject_notes"):
         if getattr(settings, name) < 0:
             raise ConfigError(f"{name} must not be negative")
+    if not 0 < settings.coding_server_idle_minutes <= 10_080:
+        raise ConfigError("coding_server_idle_minutes must be more than 0 and at most 10080 (a week)")
     if settings.call_log_retention_days > MAX_CALL_LOG_RETENTION_DAYS:  # the clean-up's cut-off stays a date
         raise ConfigError(f"call_log_retention_days must be at most {MAX_CALL_LOG_RETENTION_DAYS} (100 years)")
     if settings.sqlite_synchronous not in ("normal", "full"):

@@ -191,7 +191,7 @@ def test_queue_retry_takes_item_ids(tmp_path: Path) -> None:
         with mem.db.transaction() as conn:
             conn.execute("UPDATE outbox SET status = 'dead', attempts = 3")
     result = invoke(tmp_path, "queue", "retry", str(ids[1]))
-    assert result.exit_code == 0 and result.stdout.startswith("retried 1 items"), result.output
+    assert result.exit_code == 0 and result.stdout.startswith("retried 1 item;"), result.output
     with Memory(tmp_path, embedder="hash", timezone="UTC", llm="none") as mem:
         assert [i.id for i in OutboxRepository(mem.db).items(status="dead")] == [ids[0]]
     assert invoke(tmp_path, "queue", "retry", "0").exit_code == 2  # ids start at 1

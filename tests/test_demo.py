@@ -331,7 +331,7 @@ def test_demo_view_lists_the_bullets_the_support_check_dropped(tmp_path: Path) -
         out = view.console.file.getvalue()
         assert mem.core.items() == ["Moving to Lisbon in August."]
     assert "Deep Dream: written" in out
-    assert "1 bullets kept; support check: 1 dropped as not supported by the journal:" in out
+    assert "1 bullet kept; support check: 1 dropped as not supported by the journal:" in out
     assert "dropped: Owns a yacht in Monaco.  (" in out and "- Moving to Lisbon in August." in out
 
 

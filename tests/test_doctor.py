@@ -272,7 +272,7 @@ def test_a_stuck_queue_claim_is_a_problem_and_repair_hands_it_back(store: Path) 
     live = check(store, clock=FakeClock(NOW - timedelta(hours=2)))  # the lease still runs: not stuck
     assert live.exit_code == 0
     result = repair(store, embedder=HashEmbedder(), clock=FakeClock(NOW))
-    assert result.ok and "handed 1 stuck queue items back to the queue" in result.actions
+    assert result.ok and "handed 1 stuck queue item back to the queue" in result.actions
 
 
 def test_consolidation_marks_damaged_or_void(store: Path) -> None:
@@ -314,7 +314,7 @@ def test_a_symlink_out_of_the_root_is_a_problem_unless_allowed(store: Path, tmp_
     (store / "users").mkdir(mode=0o700)
     (store / "users" / "bob").symlink_to(outside)
     report = check(store)
-    assert report.exit_code == 1 and "1 symlinks lead outside the root (users/bob -> " in report.problems[0]
+    assert report.exit_code == 1 and "1 symlink leads outside the root (users/bob -> " in report.problems[0]
     (store / "tiermem.toml").write_text("[tiermem]\nallow_symlinks = true\n", encoding="utf-8")
     os.chmod(store / "tiermem.toml", 0o600)
     allowed = check(store)
@@ -376,4 +376,4 @@ def test_doctor_on_postgres_finds_a_stuck_claim_and_repair_hands_it_back(tmp_pat
     report = check(root, clock=FakeClock(NOW))
     assert report.exit_code == 1 and "1 queue items are stuck in processing" in report.problems[0]
     result = repair(root, clock=FakeClock(NOW))
-    assert result.ok and "handed 1 stuck queue items back to the queue" in result.actions
+    assert result.ok and "handed 1 stuck queue item back to the queue" in result.actions

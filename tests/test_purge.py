@@ -320,7 +320,7 @@ def test_cli_purge(root: Path) -> None:
     base = ["--root", str(root)]
     assert runner.invoke(cli, [*base, "remember", f"Plans to attend the {PHRASE}", "Prefers tea"]).exit_code == 0
     refused = runner.invoke(cli, [*base, "purge", "--text", PHRASE], input="n\n")
-    assert refused.exit_code == 1 and "1 facts" in refused.output and holding(root, WORD)
+    assert refused.exit_code == 1 and "1 fact, " in refused.output and holding(root, WORD)
     done = runner.invoke(cli, [*base, "purge", "--text", PHRASE, "--yes", "--json"])
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["facts"] and json.loads(done.output)["complete"] is True

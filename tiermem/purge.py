@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from tiermem import validate
 from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput, NotFound, StorageError, TiermemError
+from tiermem.plural import counted
 from tiermem.search.index_files import drop_user_files
 from tiermem.storage.matcher import Matcher
 from tiermem.storage.purge import ErasedFact, OutboxChange, PurgeRepository, sha256_hex
@@ -115,11 +116,12 @@ class PurgeReport:
 
     def summary(self) -> str:
         """One line, e.g. ``2 facts, 7 rows in 3 tables, 4 occurrences in 2 files, 3 vectors``."""
-        rows = f"{sum(self.rows.values())} rows in {len(self.rows)} tables"
+        rows = f"{counted(sum(self.rows.values()), 'row')} in {counted(len(self.rows), 'table')}"
+        files, vectors = counted(len(self.files), "file"), counted(self.vectors, "vector")
         if self.kind == "user":
-            return f"{rows}, {len(self.files)} files, {self.vectors} vectors"
-        return (f"{self.rows.get('facts', 0)} facts, {rows}, {self.occurrences} occurrences in {len(self.files)}"
-                f" files, {self.vectors} vectors")
+            return f"{rows}, {files}, {vectors}"
+        return (f"{counted(self.rows.get('facts', 0), 'fact')}, {rows}, {counted(self.occurrences, 'occurrence')}"
+                f" in {files}, {vectors}")
 
     def where(self) -> list[str]:
         """Where, one line each: ``tables: audit 2, facts 1`` (rows per table), ``files:

@@ -12,6 +12,7 @@ import click
 
 from tiermem.cli.app import cli, json_option, print_json, state_of
 from tiermem.errors import NotFound
+from tiermem.plural import counted
 
 
 @cli.group()
@@ -87,7 +88,7 @@ def core_edit(ctx: click.Context, as_json: bool) -> None:
         print_json({"status": "saved", "savedVersionId": done.version_id, "bullets": len(mem.core.items()),
                     "changedMeanwhile": changed})
         return
-    click.echo(f"saved MEMORY.md ({len(mem.core.items())} bullets); the previous text is version "
+    click.echo(f"saved MEMORY.md ({counted(len(mem.core.items()), 'bullet')}); the previous text is version "
                f"{done.version_id} (`tiermem rollback {done.version_id}` restores it)")
     if changed:
         click.echo("note: MEMORY.md was changed by another writer while you edited; your text replaced it "

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tiermem.cli.render import fact_table, hit_score, lifted_legend
+from tiermem.plural import counted
 
 if TYPE_CHECKING:
     from tiermem.cli.demo import Question
@@ -73,8 +74,9 @@ class DemoView:
             border_style="cyan"))
         b = self.before
         if not b.empty:
-            self.console.print(f"Found an existing store here: {b.days} daily files ({b.records} records), "
-                               f"{b.facts} facts, MEMORY.md with {b.core_bullets} bullets. "
+            self.console.print(f"Found an existing store here: {counted(b.days, 'daily file')} "
+                               f"({counted(b.records, 'record')}), {counted(b.facts, 'fact')}, MEMORY.md with "
+                               f"{counted(b.core_bullets, 'bullet')}. "
                                "Replaying the same chat adds nothing twice.")
         self.console.print(Rule("1. Sessions (Context tier) -> Daily journal -> extraction"))
 
@@ -86,8 +88,9 @@ class DemoView:
     def session_done(self, thread: str, rows: Sequence[dict[str, Any]], live: int, tokens: int,
                      audit_mark: int, drained: bool) -> None:
         span = f"day {rows[0]['day'] + 1}, {rows[0]['time']}-{rows[-1]['time']}"
-        self.console.print(f"[bold]{thread}[/bold] ({span}): {len(rows)} messages; {len(rows) - live} trimmed into "
-                           f"the journal as the session grew, {live} ({tokens} tokens) flushed when it ended")
+        self.console.print(f"[bold]{thread}[/bold] ({span}): {counted(len(rows), 'message')}; {len(rows) - live} "
+                           f"trimmed into the journal as the session grew, {live} ({counted(tokens, 'token')}) "
+                           "flushed when it ended")
         entries = [e for e in self.mem.facts.history() if e.id > audit_mark]
         for entry in entries:
             self._audit_line(entry)
@@ -111,8 +114,9 @@ class DemoView:
     def added_by_this_run(self) -> None:
         after = StoreCounts.of(self.mem)
         added = sum(1 for e in self.mem.facts.history() if e.id > self.start_mark and e.action == "added")
-        self.console.print(f"This run added {after.records - self.before.records} journal records and {added} facts "
-                           f"(the store now holds {after.records} records and {after.facts} facts).")
+        self.console.print(f"This run added {counted(after.records - self.before.records, 'journal record')} and "
+                           f"{counted(added, 'fact')} (the store now holds {counted(after.records, 'record')} and "
+                           f"{counted(after.facts, 'fact')}).")
 
     # --- 2. and 3. the journal and the facts -------------------------------------------------
     def journal(self) -> None:
@@ -122,7 +126,7 @@ class DemoView:
         for day in days:
             path = mem.daily.path_for(day)
             count = len(path.read_text(encoding="utf-8").splitlines())
-            self.console.print(f"{path.relative_to(mem.root)}: {count} lines")
+            self.console.print(f"{path.relative_to(mem.root)}: {counted(count, 'line')}")
         if days:
             lines = mem.daily.read(days[-1]).splitlines()
             shown = "\n".join(lines[:JOURNAL_EXCERPT_LINES])
@@ -143,7 +147,7 @@ class DemoView:
         self.console.print(Rule("4. Deep Dream: the journal consolidated into MEMORY.md"))
         self.console.print(Text(f"Deep Dream: {result.status}" + (f" - {result.reason}" if result.reason else "")))
         if result.status != "skipped":
-            self.console.print(f"{result.bullets} bullets kept; support check: " + (
+            self.console.print(f"{counted(result.bullets, 'bullet')} kept; support check: " + (
                 f"{len(result.dropped)} dropped as not supported by the journal:" if result.dropped
                 else "every bullet is supported by the journal"))
         for bullet in result.dropped:

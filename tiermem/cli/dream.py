@@ -6,6 +6,7 @@ import click
 
 from tiermem.cli.app import cli, json_option, print_json, state_of
 from tiermem.clock import utc_iso
+from tiermem.plural import counted
 
 
 @cli.command()
@@ -30,7 +31,8 @@ def dream(ctx: click.Context, days: int | None, force: bool, dry_run: bool, as_j
     if as_json:
         print_json(result.to_dict())
     else:
-        click.echo(f"{result.status}: {result.reason or f'{result.prior_bullets} -> {result.bullets} bullets'}")
+        change = f"{result.prior_bullets} -> {counted(result.bullets, 'bullet')}"
+        click.echo(f"{result.status}: {result.reason or change}")
         if result.diff:
             click.echo(result.diff.rstrip("\n"))
         for dropped in result.dropped:
@@ -66,7 +68,8 @@ def rollback(ctx: click.Context, version: int | None, list_only: bool, as_json: 
         if not versions:
             click.echo("no versions")
         for v in versions:
-            click.echo(f"{v.id:>5}  {utc_iso(v.created_at)[:19]}Z  replaced by {v.cause:<8}  {v.bullets} bullets")
+            click.echo(f"{v.id:>5}  {utc_iso(v.created_at)[:19]}Z  replaced by {v.cause:<8}  "
+                       f"{counted(v.bullets, 'bullet')}")
         return
     result = mem.rollback(version)
     if as_json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tiermem.cli.app import cli, json_option, print_json, state_of
+from tiermem.plural import counted
 
 
 @cli.command()
@@ -34,5 +35,5 @@ def mirror(ctx: click.Context, as_json: bool) -> None:
     elif not written:  # opening the store already refreshed what had changed
         click.echo(f"the mirror of user {mem.scope.user_id} under {mem.root} is up to date")
     else:
-        click.echo(f"mirrored {len(written)} file(s) of user {mem.scope.user_id} to {mem.root}: "
+        click.echo(f"mirrored {counted(len(written), 'file')} of user {mem.scope.user_id} to {mem.root}: "
                    + ", ".join(written))

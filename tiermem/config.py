@@ -6,8 +6,10 @@ Nothing is read at import time; :func:`load_settings` reads the environment and 
 
 from __future__ import annotations
 
+import getpass
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -16,11 +18,14 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tiermem import validate
 from tiermem.calls.prices import Prices, parse_prices
-from tiermem.errors import ConfigError
+from tiermem.errors import ConfigError, InvalidInput
+from tiermem.types import CATEGORIES
 
 CONFIG_FILE = "tiermem.toml"
 ENV_PREFIX = "TIERMEM_"
+DEFAULT_PERSON = "person"  # the person scope's user when the OS user name cannot be used
 MAX_CALL_LOG_RETENTION_DAYS = 36_500
 
 
@@ -87,6 +92,11 @@ class Settings:
     log_prompts: bool = False  # the call log keeps prompt and reply texts (redacted) only when true
     prices: Prices = Prices()  # USD per million tokens per provider:model: [prices."openai:gpt-4o-mini"]
     coding_server_idle_minutes: float = 30.0  # the coding agents' resident server exits after this quiet time
+    coding_agent_name: str = "coding"  # agent name of the coding agents' person and project scopes (R74)
+    coding_person: str | None = None  # user id of the person scope; None: the OS user name (coding_person_name)
+    coding_person_categories: str | None = "preference,behavior,correction"  # extracted into the person scope
+    coding_start_tokens: int = 1500  # budget of the memory text a coding agent gets at session start
+    coding_prompt_tokens: int = 600  # budget of the relevant memory a coding agent gets with each prompt
 
     def tz(self) -> tzinfo:
         """The configured time zone, or the system's local zone."""
@@ -98,6 +108,21 @@ class Settings:
         local = datetime.now().astimezone().tzinfo
         assert local is not None
         return local
+
+    def coding_person_name(self) -> str:
+        """The user id of the coding agents' person scope: ``coding_person``, else the OS user name
+        made to fit a user id (other characters become ``_``, at most 64), else ``"person"``."""
+        if self.coding_person is not None:
+            return self.coding_person
+        try:
+            login = getpass.getuser()
+        except Exception:  # no LOGNAME/USER and no password entry (a container's bare uid)
+            return DEFAULT_PERSON
+        return _fitted_name(login) or DEFAULT_PERSON
+
+    def person_categories(self) -> tuple[str, ...]:
+        """The fact categories extraction puts into the person scope (``coding_person_categories``)."""
+        return _category_list(self.coding_person_categories)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
@@ -166,6 +191,7 @@ def _check(settings: Settings) -> Settings:
     if settings.queue_lease_seconds is not None and settings.queue_lease_seconds <= 0:
         raise ConfigError("queue_lease_seconds must be positive")
     _check_search(settings)
+    _check_coding(settings)
     settings.tz()  # fail early on an unknown zone
     return settings
 
@@ -186,6 +212,35 @@ def _check_search(settings: Settings) -> None:
                  "search_shortlist", "search_max_part_vectors"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name} must be at least 1")
+
+
+def _check_coding(settings: Settings) -> None:
+    for name in ("coding_agent_name", "coding_person"):
+        value = getattr(settings, name)
+        try:
+            if value is not None:
+                validate.name(value, name)
+        except InvalidInput as exc:
+            raise ConfigError(str(exc)) from None
+    unknown = [c for c in _category_list(settings.coding_person_categories) if c not in CATEGORIES]
+    if unknown:
+        raise ConfigError(f"coding_person_categories: unknown {', '.join(map(repr, unknown))}; known:"
+                          f" {', '.join(CATEGORIES)}")
+    if min(settings.coding_start_tokens, settings.coding_prompt_tokens) < 1:
+        raise ConfigError("coding_start_tokens and coding_prompt_tokens must be at least 1")
+
+
+def _category_list(text: str | None) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(part.strip() for part in (text or "").split(",") if part.strip()))
+
+
+def _fitted_name(text: str) -> str | None:
+    """``text`` as a user id (what :func:`tiermem.validate.name` accepts), ``None`` if nothing is left."""
+    fitted = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.@-]", "_", text)).lstrip("_.@-")[:64]
+    try:
+        return validate.name(fitted, "user name")
+    except InvalidInput:
+        return None
 
 
 def read_file(root: Path) -> dict[str, Any]:

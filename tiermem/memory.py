@@ -186,7 +186,7 @@ class Memory:
         raise (:class:`ProviderError`, :class:`ExtractionError`) with nothing applied.
         """
         from tiermem.errors import ConfigError
-        from tiermem.extract.apply import run_extraction
+        from tiermem.extract.apply import coding_routing, run_extraction
         from tiermem.redact import redact
 
         if thread_id is not None:
@@ -197,7 +197,9 @@ class Memory:
             raise ConfigError("no LLM configured: pass llm=... or set TIERMEM_LLM (e.g. openai:gpt-4o-mini)")
         today = self.clock.now().astimezone(self.settings.tz()).date()
         scrub = redact if self.settings.redact_secrets else None
-        return run_extraction(self.facts, llm, turns, today, thread_id, scrub)
+        routing = coding_routing(self.scope, self.settings,
+                                 lambda user: self.for_scope(user, self.scope.agent_name).facts)
+        return run_extraction(self.facts, llm, turns, today, thread_id, scrub, routing)
 
     # --- search (R44-R49) -------------------------------------------------------------------
     def compress(self, messages: Any, protect_turns: int = 4, **options: Any) -> CompressionResult:

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from tiermem.config import Settings
 from tiermem.extract.guard import clean_turns
 from tiermem.extract.prompt import EXTRACTION_SCHEMA, build_extraction_messages
 from tiermem.extract.run import extract_once
-from tiermem.facts.store import FactStore, NewFact
+from tiermem.facts.store import Admission, FactStore, NewFact
 from tiermem.models.protocols import ChatModel
-from tiermem.types import Fact
+from tiermem.types import Fact, Scope
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +69,22 @@ def run_extraction(
     today: date,
     thread_id: str | None = None,
     scrub: Callable[[str], str] | None = None,
+    routing: Mapping[str, FactStore] | None = None,
 ) -> ExtractionReport:
-    """Extract from ``turns`` into ``store``. Provider and parse errors propagate (nothing applied)."""
+    """Extract from ``turns`` into ``store``. Provider and parse errors propagate (nothing applied).
+
+    ``routing``: category -> the store new facts of that category go to instead (a coding agent's
+    person scope, R74); the model sees the facts of every store involved, and a fact it removes
+    by short id is removed from the store that holds it. Summaries stay with ``store``."""
     run_id = "run_" + uuid.uuid4().hex[:12]
     cleaned = clean_turns(turns, scrub=scrub)
     if not cleaned:
         return ExtractionReport(run_id, thread_id)
-    existing = store.list()
-    short_ids = {index: fact for index, fact in enumerate(existing, start=1)}
-    shown = [(i, f.content, f.category, f.confidence) for i, f in short_ids.items()]
+    routes = dict(routing or {})
+    stores = list({id(s): s for s in (store, *routes.values())}.values())
+    owned = [(owner, fact) for owner in stores for fact in owner.list()]
+    short_ids = {index: pair for index, pair in enumerate(owned, start=1)}
+    shown = [(i, f.content, f.category, f.confidence) for i, (_, f) in short_ids.items()]
     request = build_extraction_messages(shown, store.summaries(), cleaned, today)
     model = _CountingModel(llm)
     result = extract_once(model, request, EXTRACTION_SCHEMA, valid_short_ids=set(short_ids))
@@ -86,11 +94,11 @@ def run_extraction(
     for item, reason in report.dropped:
         store.record("dropped", item, f"invalid in LLM reply: {reason}", run_id, thread_id)
     for short_id in result.facts_to_remove:
-        fact = short_ids[short_id]
-        store.delete(fact.id, reason="removed by extraction (outdated or corrected)", run_id=run_id)
+        owner, fact = short_ids[short_id]
+        owner.delete(fact.id, reason="removed by extraction (outdated or corrected)", run_id=run_id)
         report.removed.append(fact)
     candidates = [NewFact(f.content, f.category, f.confidence, thread_id) for f in result.new_facts]
-    for admission in store.admit(candidates, origin="extraction", run_id=run_id):
+    for admission in _admit_routed(store, routes, candidates, run_id):
         if admission.fact is not None:
             report.added.append(admission.fact)
         else:
@@ -101,3 +109,30 @@ def run_extraction(
     log.info("extraction %s: %d added, %d removed, %d skipped, %d dropped", run_id, len(report.added),
              len(report.removed), len(report.skipped), len(report.dropped))
     return report
+
+
+def _admit_routed(store: FactStore, routes: Mapping[str, FactStore], candidates: list[NewFact],
+                  run_id: str) -> list[Admission]:
+    """Each candidate admitted by the store its category routes to; results in candidate order."""
+    groups: dict[int, tuple[FactStore, list[int]]] = {}
+    for index, item in enumerate(candidates):
+        target = routes.get(item.category, store)
+        groups.setdefault(id(target), (target, []))[1].append(index)
+    results: dict[int, Admission] = {}
+    for target, indexes in groups.values():
+        admitted = target.admit([candidates[i] for i in indexes], origin="extraction", run_id=run_id)
+        results.update(zip(indexes, admitted, strict=True))
+    return [results[index] for index in range(len(candidates))]
+
+
+def coding_routing(scope: Scope, settings: Settings, person_facts: Callable[[str], FactStore]
+                   ) -> dict[str, FactStore] | None:
+    """The routing of a coding agent's project scope (R74): the person categories
+    (``coding_person_categories``) go to the person's facts (``person_facts(person user id)``);
+    ``None`` for every other scope, the person's own included."""
+    person = settings.coding_person_name()
+    categories = settings.person_categories()
+    if scope.agent_name != settings.coding_agent_name or scope.user_id == person or not categories:
+        return None
+    target = person_facts(person)
+    return {category: target for category in categories}

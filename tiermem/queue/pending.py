@@ -44,10 +44,10 @@ class PendingHits:
             return []
         texts: list[tuple[str, str]] = []  # (ref, text)
         for item in self.pending(request.scope):
-            for index, raw in enumerate(item.messages):
+            for position, raw in item.positioned():
                 message = to_message(raw)
                 if message.role in ("user", "assistant") and message.text.strip():
-                    texts.append((f"queue:{item.thread_id}#{index}", f"{message.role}: {message.text}"))
+                    texts.append((f"queue:{item.thread_id}#{position}", f"{message.role}: {message.text}"))
         if not texts:
             return []
         vectors = self._embed([t for _, t in texts])

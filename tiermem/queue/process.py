@@ -1,10 +1,10 @@
 """What processing one queued item means (R8, R9, R28).
 
 1. The thread's messages go to the Daily tier through the one conversation writer
-   (:class:`~tiermem.tiers.conversation.ConversationJournal`): each message at its index in the
-   thread, ``[SCHEDULED]`` pairs out, written only if neither this queue nor a session of the same
-   id journaled it before — so a retry, a replayed item or the session flush never writes a record
-   twice.
+   (:class:`~tiermem.tiers.conversation.ConversationJournal`): each message at its position in the
+   thread (the item's ``first_position`` plus its index in the item), ``[SCHEDULED]`` pairs out,
+   written only if neither this queue nor a session of the same id journaled it before — so a
+   retry, a replayed item or the session flush never writes a record twice.
 2. With an LLM, the messages not extracted before (the thread's own extraction hashes, R28, kept
    apart from the journal's) go through extraction; those hashes are recorded only after
    extraction succeeded, so a failure leaves the turns to the next attempt.
@@ -31,7 +31,7 @@ from tiermem.queue.worker import Deferred
 from tiermem.redact import redact_data
 from tiermem.storage.journal import FlushHashRepository
 from tiermem.storage.outbox import OutboxItem, OutboxRepository
-from tiermem.tiers.conversation import ConversationJournal, numbered
+from tiermem.tiers.conversation import ConversationJournal, NumberedMessage
 from tiermem.tiers.flush import prepare_flush
 from tiermem.tiers.turns import to_message
 from tiermem.types import Scope
@@ -81,7 +81,7 @@ class QueueProcessor:
 
     def __call__(self, item: OutboxItem, force: bool = False) -> None:
         mem = self.memory if item.scope == self.memory.scope else self.open_scope(item.scope)
-        thread = numbered(to_message(m) for m in item.messages)
+        thread = [NumberedMessage(position, to_message(m)) for position, m in item.positioned()]
         conversation_journal(mem, self.hashes).write(item.thread_id, CONVERSATION_KIND, thread)
         faults.point("queue.journaled")
         batch = prepare_flush([m.message for m in thread], partial(self._extracted, item))

@@ -1,9 +1,11 @@
 """SQL for the durable update queue (R34) and the per-thread hashes of extracted messages (R28).
 
-An item is a thread's messages so far, keyed by (thread_id, user_id, agent_name). At most one
-*pending* item exists per key: a newer ``put`` replaces its messages (the newer list contains the
-older one, so no turn is lost). Items move pending -> processing -> (deleted on success |
-pending again with ``attempts + 1`` | dead after too many failures).
+An item is messages of a thread at their positions, keyed by (thread_id, user_id, agent_name):
+``messages[i]`` is the message at position ``first_position + i`` (``queue.add`` gives the thread
+so far, from position 0; a coding-agent hook gives only the messages its transcript added since
+its last read, from their position). At most one *pending* item exists per key: a newer ``put``
+merges into it by position (:func:`unite`), so no turn is lost. Items move pending -> processing
+-> (deleted on success | pending again with ``attempts + 1`` | dead after too many failures).
 
 **Claims are leases** (issue 14). :meth:`OutboxRepository.claim` marks an item 'processing' with
 a claim token (``claimed_by``: host, PID, a random tag of this process and a claim number),
@@ -47,6 +49,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import parse_utc, utc_iso
+from tiermem.errors import InvalidInput
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -85,7 +88,7 @@ class OutboxItem:
     id: int
     thread_id: str
     scope: Scope
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, Any] | None]  # None: no message at that position (see unite)
     status: str
     attempts: int
     last_error: str | None
@@ -93,6 +96,11 @@ class OutboxItem:
     not_before: datetime
     claimed_by: str | None = None
     lease_until: datetime | None = None
+    first_position: int = 0  # the position of messages[0] in its thread
+
+    def positioned(self) -> list[tuple[int, dict[str, Any]]]:
+        """Each message with its position in the thread (a gap's ``None`` entries left out)."""
+        return [(self.first_position + i, m) for i, m in enumerate(self.messages) if m is not None]
 
 
 def _item(row: Any) -> OutboxItem:
@@ -100,7 +108,7 @@ def _item(row: Any) -> OutboxItem:
     return OutboxItem(row["id"], row["thread_id"], Scope(row["user_id"], row["agent_name"]),
                       json.loads(row["messages"]), row["status"], row["attempts"], row["last_error"],
                       parse_utc(row["enqueued_at"]), parse_utc(row["not_before"]),
-                      row["claimed_by"], parse_utc(lease) if lease else None)
+                      row["claimed_by"], parse_utc(lease) if lease else None, int(row["first_position"]))
 
 
 def _proc_stat(pid: int) -> list[str] | None:
@@ -167,11 +175,26 @@ def claimer_gone(claimer: str | None) -> bool:
     return fields[0] == "Z" or bool(started and len(fields) > 19 and fields[19] != started)
 
 
-def unite(older: list[dict[str, Any]], newer: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages of two items of one thread, united by position (a message's position is its
-    index: ``queue.add`` gets the thread so far): the newer list, then whatever the older one had
-    beyond its end. Where both have a message at a position the newer one wins, as in ``put``."""
-    return [*newer, *older[len(newer):]]
+Part = tuple[int, list[dict[str, Any] | None]]  # an item's first position and its messages
+
+
+def unite(older: Part, newer: Part) -> Part:
+    """The messages of two items of one thread, united by position: they start at the smaller first
+    position and end at the larger end; where both have a message at a position the newer one
+    wins. Ranges that overlap or touch make one contiguous list. Ranges with a gap between them
+    (an item recovered while a later slice of its thread was claimed by another worker, or a
+    caller that skipped positions) keep both parts' messages at their own positions and ``None``
+    at the positions between, which neither item has: the processor journals and extracts the
+    messages it has and skips the gap (:meth:`OutboxItem.positioned`), rather than shifting a
+    message to another position (its digest would not match, R9) or dropping one part."""
+    start = min(older[0], newer[0])
+    end = max(older[0] + len(older[1]), newer[0] + len(newer[1]))
+    out: list[dict[str, Any] | None] = [None] * (end - start)
+    for first, messages in (older, newer):
+        for offset, message in enumerate(messages):
+            if message is not None:
+                out[first - start + offset] = message
+    return start, out
 
 
 class OutboxRepository:
@@ -180,21 +203,36 @@ class OutboxRepository:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def put(self, thread_id: str, scope: Scope, messages: list[dict[str, Any]], now: datetime) -> int:
-        """Insert, or replace the messages of the pending item with the same key; committed on return."""
+    def put(self, thread_id: str, scope: Scope, messages: list[dict[str, Any]], now: datetime,
+            first_position: int = 0) -> int:
+        """Insert the messages at positions ``first_position`` on, or merge them into the pending
+        item with the same key (:func:`unite`: the new ones win); committed on return. The item is
+        due now again (unless it failed before: then its backoff stands)."""
+        if isinstance(first_position, bool) or not isinstance(first_position, int) or first_position < 0:
+            raise InvalidInput(f"first_position must be a whole number >= 0, got {first_position!r}")
         thread_id, messages = self.db.redactor.ident(thread_id), self.db.redactor.data(messages)  # R68
-        with self.db.transaction() as conn:
-            row = conn.execute(
-                "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before)"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?)"
-                " ON CONFLICT (thread_id, user_id, agent_name) WHERE status = 'pending'"
-                " DO UPDATE SET messages = excluded.messages, enqueued_at = excluded.enqueued_at,"
-                " not_before = CASE WHEN outbox.attempts = 0 THEN excluded.not_before ELSE outbox.not_before END"
-                " RETURNING id",
-                (thread_id, scope.user_id, scope.agent_name, json.dumps(messages, ensure_ascii=False),
-                 utc_iso(now), utc_iso(now)),
+        key = (thread_id, scope.user_id, scope.agent_name)
+        at = utc_iso(now)
+        with self.db.transaction() as conn:  # the write lock: no other put, requeue or import meanwhile
+            row = conn.execute("SELECT id, first_position, messages FROM outbox WHERE thread_id = ? AND user_id = ?"
+                               " AND agent_name = ? AND status = 'pending'", key).fetchone()
+            if row is not None:
+                first, merged = unite((int(row["first_position"]), json.loads(row["messages"])),
+                                      (first_position, list(messages)))
+                cur = conn.execute(
+                    "UPDATE outbox SET messages = ?, first_position = ?, enqueued_at = ?,"
+                    " not_before = CASE WHEN attempts = 0 THEN ? ELSE not_before END"
+                    " WHERE id = ? AND status = 'pending'",
+                    (json.dumps(merged, ensure_ascii=False), first, at, at, row["id"]))
+                if cur.rowcount == 1:
+                    return int(row["id"])
+                # PostgreSQL: a claimer (which does not take the write lock) took it meanwhile
+            inserted = conn.execute(
+                "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before,"
+                " first_position) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) RETURNING id",
+                (*key, json.dumps(messages, ensure_ascii=False), at, at, first_position),
             ).fetchone()
-        return int(row[0])
+        return int(inserted[0])
 
     def put_claimed(self, thread_id: str, scope: Scope, messages: list[dict[str, Any]], now: datetime,
                     lease_seconds: float = DEFAULT_LEASE_SECONDS) -> OutboxItem:
@@ -367,15 +405,17 @@ def _requeue(conn: Connection, row: Row, error: str | None, not_before: datetime
     becomes pending itself (no other pending item of the thread can appear: ``put`` waits for
     the write lock this caller holds)."""
     attempts = int(row["attempts"]) + 1 if attempts is None else attempts
-    newer = conn.execute("SELECT id, messages FROM outbox WHERE thread_id = ? AND user_id = ?"
+    newer = conn.execute("SELECT id, first_position, messages FROM outbox WHERE thread_id = ? AND user_id = ?"
                          " AND agent_name = ? AND status = 'pending' AND id != ?",
                          (row["thread_id"], row["user_id"], row["agent_name"], row["id"])).fetchone()
     if newer is not None:
-        messages = unite(json.loads(row["messages"]), json.loads(newer["messages"]))
+        first, messages = unite((int(row["first_position"]), json.loads(row["messages"])),
+                                (int(newer["first_position"]), json.loads(newer["messages"])))
         merged = conn.execute(
-            "UPDATE outbox SET messages = ?, attempts = CASE WHEN attempts > ? THEN attempts ELSE ? END,"
+            "UPDATE outbox SET messages = ?, first_position = ?,"
+            " attempts = CASE WHEN attempts > ? THEN attempts ELSE ? END,"
             " last_error = COALESCE(?, last_error) WHERE id = ? AND status = 'pending'",
-            (json.dumps(messages, ensure_ascii=False), attempts, attempts, error, newer["id"]))
+            (json.dumps(messages, ensure_ascii=False), first, attempts, attempts, error, newer["id"]))
         if merged.rowcount == 1:
             conn.execute("DELETE FROM outbox WHERE id = ?", (row["id"],))
             return "pending"

@@ -204,7 +204,8 @@ def _dump_outbox(db: Database, scope: Scope | None) -> list[Row]:
     unless a newer pending item of its thread already holds its messages."""
     flt, args = scope_filter("agent", scope)
     found = rows_of(db, "SELECT thread_id, user_id, agent_name, messages, status, attempts, last_error,"
-                          f" enqueued_at, not_before FROM outbox WHERE {flt} ORDER BY enqueued_at, id", args)
+                          f" enqueued_at, not_before, first_position FROM outbox WHERE {flt} ORDER BY enqueued_at, id",
+                    args)
     pending = {(r["thread_id"], r["user_id"], r["agent_name"]) for r in found if r["status"] == "pending"}
     out: list[Row] = []
     for row in found:
@@ -217,28 +218,42 @@ def _dump_outbox(db: Database, scope: Scope | None) -> list[Row]:
 
 
 def _check_outbox(section: str, rows: list[Row]) -> None:
+    """The fields of :data:`_OUTBOX_FIELDS`, and ``first_position`` where there is one (exports
+    made before it existed have none: their items hold their threads from the start)."""
     from tiermem import validate
 
+    s.check_rows(section, rows, _OUTBOX_FIELDS, frozenset({"first_position"}))
     for index, row in enumerate(rows):
+        problem = s.count(row.get("first_position", 0))
+        if problem is not None:
+            raise InvalidInput(f"{where(section, index, 'first_position')}: {problem}")
         try:
-            validate.messages(row["messages"])
+            validate.messages([m for m in row["messages"] if m is not None])  # None: a gap (storage/outbox.py)
         except InvalidInput as exc:
             raise InvalidInput(f"{where(section, index, 'messages')}: {exc}") from exc
 
 
-def _restore_outbox(db: Database, rows: list[Row], how: Restore) -> int:
+def _prepared(messages: list[Any], scrub: bool) -> str:
+    """The stored text of an item's messages, checked and redacted, its gaps (``None``) kept."""
     from tiermem.queue.process import prepare_messages
 
+    present = iter(prepare_messages([m for m in messages if m is not None], scrub=scrub))
+    return json.dumps([None if m is None else next(present) for m in messages], ensure_ascii=False)
+
+
+def _restore_outbox(db: Database, rows: list[Row], how: Restore) -> int:
     conn = db.conn
     for row in rows:
-        messages = json.dumps(prepare_messages(row["messages"], scrub=how.scrub is not None), ensure_ascii=False)
+        messages = _prepared(row["messages"], scrub=how.scrub is not None)
+        first = row.get("first_position", 0)
         key = (how.clean_id(row["thread_id"]), row["user_id"], row["agent_name"])
         same = conn.execute("SELECT 1 FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ?"
-                            " AND status = ? AND messages = ?", (*key, row["status"], messages)).fetchone()
+                            " AND status = ? AND messages = ? AND first_position = ?",
+                            (*key, row["status"], messages, first)).fetchone()
         if same is not None:
             continue
         values = (*key, messages, row["status"], row["attempts"], how.clean_optional(row["last_error"]),
-                  row["enqueued_at"], row["not_before"])
+                  row["enqueued_at"], row["not_before"], first)
         if row["status"] == "pending":
             other = conn.execute("SELECT id FROM outbox WHERE thread_id = ? AND user_id = ? AND agent_name = ?"
                                  " AND status IN ('pending', 'processing')", key).fetchone()
@@ -248,7 +263,7 @@ def _restore_outbox(db: Database, rows: list[Row], how: Restore) -> int:
             if other is not None:
                 conn.execute("DELETE FROM outbox WHERE id = ?", (other[0],))
         conn.execute("INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, attempts, last_error,"
-                     " enqueued_at, not_before) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+                     " enqueued_at, not_before, first_position) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
     return len(rows)
 
 
@@ -424,6 +439,6 @@ SECTIONS: tuple[Section, ...] = (
     Section("audit", _AUDIT_FIELDS, _dump_audit, _restore_audit),
     Section("plans", None, _dump_plans, _restore_plans, extra_check=_check_plans),
     *(table_section(spec) for spec in _TABLES[2:]),
-    Section("outbox", _OUTBOX_FIELDS, _dump_outbox, _restore_outbox, extra_check=_check_outbox),
+    Section("outbox", None, _dump_outbox, _restore_outbox, extra_check=_check_outbox),
     Section("embeddings", _EMBEDDING_FIELDS, _dump_embeddings, _restore_embeddings, extra_check=_check_embeddings),
 )

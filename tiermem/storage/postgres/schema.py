@@ -329,7 +329,13 @@ def _call_log(conn: Any) -> None:
     """)
 
 
-MIGRATIONS: list[Migration] = [_base, _search, _files, _partial_vector_index, _store_items, _session_items, _call_log]
+def _outbox_first_position(conn: Any) -> None:
+    """Step 8 (issue 23): the outbox's ``first_position``, as SQLite's step 16."""
+    conn.execute("ALTER TABLE outbox ADD COLUMN first_position BIGINT NOT NULL DEFAULT 0")
+
+
+MIGRATIONS: list[Migration] = [_base, _search, _files, _partial_vector_index, _store_items, _session_items, _call_log,
+                               _outbox_first_position]
 
 
 def version(conn: Any) -> int:

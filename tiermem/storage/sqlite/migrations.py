@@ -476,6 +476,7 @@ MIGRATIONS: list[Migration] = [
     steps_late.store_items,
     steps_late.session_items,
     steps_late.call_log,
+    steps_late.outbox_first_position,
 ]
 
 

@@ -1,5 +1,5 @@
-"""SQLite schema steps 12 and later (issues 16 and 17): keyword statistics per scope, the
-LangGraph store's items, agent SDK session items, the LLM call log. Listed in
+"""SQLite schema steps 12 and later (issues 16, 17 and 23): keyword statistics per scope, the
+LangGraph store's items, agent SDK session items, the LLM call log, the outbox's first position. Listed in
 :data:`tiermem.storage.sqlite.migrations.MIGRATIONS` after the earlier steps."""
 
 from __future__ import annotations
@@ -145,3 +145,10 @@ def call_log(conn: sqlite3.Connection) -> None:
         CREATE INDEX call_log_at ON call_log (at);
         """,
     )
+
+
+def outbox_first_position(conn: sqlite3.Connection) -> None:
+    """Step 16 (issue 23): an outbox item's messages start at ``first_position`` of their thread (a
+    coding-agent hook queues only what its transcript added since its last read); the items queued
+    before this step held the thread from its start: 0."""
+    run_script(conn, "ALTER TABLE outbox ADD COLUMN first_position INTEGER NOT NULL DEFAULT 0;")

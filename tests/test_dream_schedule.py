@@ -59,7 +59,7 @@ def test_local_time_in_the_configured_zone() -> None:
 
 
 @pytest.mark.parametrize("spec", ["25:00", "* * *", "61 * * * *", "0 0 * 13 *", "*/0 * * * *", "a b c d e",
-                                  "0 0 * * funday"])
+                                  "0 0 * * funday", "² * * * *", "*/² * * * *", "0 ١ * * *", "9" * 5000 + " * * * *"])
 def test_bad_specs_are_config_errors(spec: str) -> None:
     with pytest.raises(ConfigError, match="dream_schedule"):
         Schedule.parse(spec)

@@ -22,6 +22,9 @@ def test_hash_embedder_by_name() -> None:
     assert small.dim == 64 and small.embed(["bees"]).shape == (1, 64)
     with pytest.raises(ConfigError):
         make_embedder("hash:4", ProviderOptions())
+    for junk in ("²", "١٢٨", "1_024", "sixty-four", "9" * 5000):  # was a ValueError, 128 or a silent 256
+        with pytest.raises(ConfigError, match="hash embedder dimension"):
+            make_embedder(f"hash:{junk}", ProviderOptions())
 
 
 def test_local_embedder_by_name(tmp_path: Path) -> None:

@@ -194,6 +194,8 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path) -> None:
     assert spaced.exit_code == 1 and "printable ASCII without spaces" in spaced.output
     bad_host = CliRunner().invoke(cli, ["--root", root, "mcp", "--http", "8765", "--allow-host", "a/b"])
     assert bad_host.exit_code == 1 and "--allow-host takes a host name" in bad_host.output
+    with pytest.raises(InvalidInput, match="--allow-host takes a host name"):
+        HttpOptions(8765, allow_hosts=("proxy.example:٨٤٤٣",))  # a port in ASCII digits only
     for flags in (["--token", TOKEN], ["--insecure"], ["--allow-host", "memory.lan"], ["--host", "0.0.0.0"]):
         usage = CliRunner().invoke(cli, ["--root", root, "mcp", *flags])
         assert usage.exit_code == 2 and "only apply with --http PORT" in usage.output

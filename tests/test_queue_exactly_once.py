@@ -178,7 +178,7 @@ def test_a_bad_durability_level_is_refused(root: Path, clock: FakeClock) -> None
 
 def test_fault_specs_parse_and_bad_ones_are_refused() -> None:
     assert faults.parse("a:kill, b:raise@3,c") == {"a": ("kill", 1), "b": ("raise", 3), "c": ("kill", 1)}
-    for bad in ("a:explode", ":kill", "a:kill@x"):
+    for bad in ("a:explode", ":kill", "a:kill@x", "a:raise@²", "a:kill@١"):
         with pytest.raises(ValueError, match="bad fault spec"):
             faults.parse(bad)
 

@@ -226,7 +226,7 @@ def test_one_dead_item_is_retried_on_its_own(
     assert [i.id for i in outbox.items(status="dead")] == [other]  # the other one stays dead
     assert QUEUED_FACT in [f.content for f in mem.facts.list()]
     page = post(client, "/queue/retry", id="x1")
-    assert "item id must be a number" in page and [i.id for i in outbox.items(status="dead")] == [other]
+    assert "item id must be a whole number" in page and [i.id for i in outbox.items(status="dead")] == [other]
 
 
 def test_the_scope_picker_opens_another_user(client: TestClient) -> None:

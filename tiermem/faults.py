@@ -31,6 +31,7 @@ import signal
 import threading
 from collections import Counter
 
+from tiermem import validate
 from tiermem.errors import StorageError
 
 ENV = "TIERMEM_FAULTS"
@@ -53,9 +54,12 @@ def parse(spec: str) -> dict[str, tuple[str, int]]:
     for entry in filter(None, (part.strip() for part in spec.split(","))):
         name, _, rest = entry.partition(":")
         action, _, nth = (rest or "kill").partition("@")
-        if action not in ACTIONS or not name or (nth and not nth.isdigit()):
-            raise ValueError(f"bad fault spec {entry!r}: expected NAME[:kill|raise][@N]")
-        out[name] = (action, int(nth) if nth else 1)
+        try:
+            if action not in ACTIONS or not name:
+                raise ValueError(action)
+            out[name] = (action, validate.whole_number(nth, "N", 1) if nth else 1)
+        except ValueError:  # InvalidInput is one too
+            raise ValueError(f"bad fault spec {entry!r}: expected NAME[:kill|raise][@N]") from None
     return out
 
 

@@ -112,6 +112,37 @@ def positive_int(value: Any, what: str, maximum: int = 1_000_000) -> int:
     return value
 
 
+_WHOLE_RE = re.compile(r"[0-9]+")
+_DECIMAL_RE = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+MAX_NUMBER_CHARS = 32
+
+
+def whole_number(value: Any, what: str, minimum: int = 0, maximum: int = 2**62) -> int:
+    """A whole number written as text (a form field, a query parameter, a header, a config word):
+    ASCII digits only, at most :data:`MAX_NUMBER_CHARS`, within [``minimum``, ``maximum``]; anything
+    else is an :class:`InvalidInput`. ``str.isdigit`` and ``int`` are not this check: they take
+    "²" (then ``int`` fails), "١٢", " 7", "+7" and "1_0"."""
+    if not isinstance(value, str) or len(value) > MAX_NUMBER_CHARS or not _WHOLE_RE.fullmatch(value) \
+            or not minimum <= int(value) <= maximum:
+        raise InvalidInput(f"{what} must be a whole number in [{minimum}, {maximum}], got {_shown(value)}")
+    return int(value)
+
+
+def decimal_number(value: Any, what: str, minimum: float, maximum: float) -> float:
+    """A number written as text in plain decimal (``0.5``, ``.5``, ``2``): ASCII digits and one
+    point only, within [``minimum``, ``maximum``]; anything else (``nan``, ``inf``, ``1e3``, "١",
+    a sign, spaces) is an :class:`InvalidInput`. ``float`` alone takes all of those."""
+    if not isinstance(value, str) or len(value) > MAX_NUMBER_CHARS or not _DECIMAL_RE.fullmatch(value) \
+            or not minimum <= float(value) <= maximum:
+        raise InvalidInput(f"{what} must be a number in [{minimum:g}, {maximum:g}] (digits and a point), got"
+                           f" {_shown(value)}")
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    return repr(value[:MAX_NUMBER_CHARS] if isinstance(value, str) else value)
+
+
 def fact_id(value: Any) -> str:
     """A fact id to look up: any printable id (one the store never made is simply not found)."""
     return identifier(value, "fact id")

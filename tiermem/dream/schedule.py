@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 
+from tiermem import validate
 from tiermem.clock import Clock
-from tiermem.errors import ConfigError
+from tiermem.errors import ConfigError, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,10 @@ def _value(text: str, names: dict[str, int], what: str) -> int:
     lowered = text.lower()
     if lowered in names:
         return names[lowered]
-    if not text.isdigit():
-        raise ConfigError(f"dream_schedule: {text!r} is not a valid {what}")
-    return int(text)
+    try:
+        return validate.whole_number(text, what, 0, 10_000)  # the field's own range is checked after
+    except InvalidInput:
+        raise ConfigError(f"dream_schedule: {text[:40]!r} is not a valid {what}") from None
 
 
 def _field(text: str, what: str, low: int, high: int, names: dict[str, int]) -> frozenset[int]:

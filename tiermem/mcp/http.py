@@ -43,7 +43,7 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 DEFAULT_WORKERS = 16
 
 _TOKEN_RE = re.compile(r"[!-~]+")  # printable ASCII without spaces: what a header carries as is
-_HOST_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\d{1,5}|\*))?")
+_HOST_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:([0-9]{1,5}|\*))?")
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]

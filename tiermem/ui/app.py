@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
-from tiermem.errors import NotFound, TiermemError
+from tiermem import validate
+from tiermem.errors import InvalidInput, NotFound, TiermemError
 from tiermem.storage.facts import FactRepository
 from tiermem.ui.guard import UiGuard
 from tiermem.ui.html import CSS, SECURITY_HEADERS, View, error_page, page
@@ -130,8 +131,11 @@ def starlette_app(viewer: Viewer) -> Starlette:
         return _html(status, body)
 
     async def change(request: Request) -> Response:
-        size = request.headers.get("content-length", "")
-        if not size.isdigit() or int(size) > MAX_FORM_BYTES:
+        try:
+            size = validate.whole_number(request.headers.get("content-length", ""), "the Content-Length header")
+        except InvalidInput as exc:
+            return _html(400, error_page("Bad request", str(exc)))
+        if size > MAX_FORM_BYTES:
             return _html(413, error_page("Too large", f"a form must be under {MAX_FORM_BYTES} bytes"))
         async with request.form() as submitted:
             data = {key: value for key, value in submitted.items() if isinstance(value, str)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiermem.errors import InvalidInput
+from tiermem import validate
 from tiermem.ui.html import View, esc, hidden, table
 
 DEFAULT_LIMIT = 100
@@ -19,13 +19,7 @@ NO_CALL_LOG = "No call log: this tiermem has no Memory.calls (the LLM call log o
 
 
 def _limit(view: View) -> int:
-    try:
-        limit = int(view.param("limit", str(DEFAULT_LIMIT)))
-    except ValueError as exc:
-        raise InvalidInput("limit must be a whole number") from exc
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be in [1, {MAX_LIMIT}]")
-    return limit
+    return validate.whole_number(view.param("limit", str(DEFAULT_LIMIT)), "limit", 1, MAX_LIMIT)
 
 
 def _choice(view: View, name: str, values: tuple[str, ...]) -> str:

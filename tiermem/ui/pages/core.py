@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tiermem import validate
 from tiermem.clock import utc_iso
 from tiermem.dream.runner import unified_diff
-from tiermem.errors import InvalidInput
 from tiermem.storage.dreams import CoreVersion
 from tiermem.ui.diary import DiaryEntry, diary_entries
 from tiermem.ui.html import View, diff_html, esc, form, hidden, pre
@@ -24,10 +24,7 @@ def render(view: View) -> str:
     mem = view.mem
     text = mem.core.read()
     versions = mem.dream_versions()
-    try:
-        shown = max(1, int(view.param("versions", str(DEFAULT_VERSIONS))))
-    except ValueError as exc:
-        raise InvalidInput("versions must be a whole number") from exc
+    shown = max(1, validate.whole_number(view.param("versions", str(DEFAULT_VERSIONS)), "versions"))
     diaries = diary_entries(mem.core) if versions else {}
     current = (f"<p class=muted>{len(mem.core.items())} bullets; file {esc(mem.core.path)}</p>" + pre(text, "core")
                if text else "<p class=muted>MEMORY.md is empty.</p>")
@@ -68,10 +65,7 @@ def _version(view: View, version: CoreVersion, after: str, diary: DiaryEntry | N
 
 def rollback(view: View, data: Mapping[str, str]) -> str:
     """POST /core/rollback: restore a version through :meth:`Memory.rollback`."""
-    try:
-        version = int(data.get("version", ""))
-    except ValueError as exc:
-        raise InvalidInput("version must be a version id") from exc
+    version = validate.whole_number(data.get("version", ""), "version", 1)
     result = view.mem.rollback(version)
     saved = f"; the replaced text is version {result.saved_version_id}" if result.saved_version_id else ""
     return f"restored version {result.restored.id}{saved}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tiermem import validate
 from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput
 from tiermem.types import CATEGORIES, Fact, SearchHit
@@ -21,10 +22,7 @@ _WHY = (("keyword", "keyword"), ("vector", "vector"), ("recency", "recency"))
 
 
 def _float(text: str, name: str) -> float:
-    try:
-        return float(text)
-    except ValueError as exc:
-        raise InvalidInput(f"{name} must be a number, got {text!r}") from exc
+    return validate.decimal_number(text, name, 0.0, 1.0)
 
 
 def _filters(view: View) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import date
 
+from tiermem import validate
 from tiermem.errors import InvalidInput
 from tiermem.tiers.markdown import Record, parse_records
 from tiermem.ui.html import View, esc
@@ -17,10 +18,7 @@ DEFAULT_DAYS = 7
 
 
 def _int(view: View, name: str, default: int) -> int:
-    try:
-        return max(1, int(view.param(name, str(default))))
-    except ValueError as exc:
-        raise InvalidInput(f"{name} must be a whole number") from exc
+    return max(1, validate.whole_number(view.param(name, str(default)), name))
 
 
 def render(view: View) -> str:

@@ -8,7 +8,7 @@ library's own counter (:func:`tiermem.tokens.count_tokens`), the one the budgets
 
 from __future__ import annotations
 
-from tiermem.errors import InvalidInput
+from tiermem import validate
 from tiermem.tokens import count_tokens
 from tiermem.ui.html import View, esc, hidden, pre, table
 
@@ -37,12 +37,7 @@ def _counts(sections: list[tuple[str, str]], total: str) -> str:
 
 def render(view: View) -> str:
     mem, q = view.mem, view.param("q").strip()
-    budget: int | None = None
-    if view.param("max_tokens"):
-        try:
-            budget = int(view.param("max_tokens"))
-        except ValueError as exc:
-            raise InvalidInput("max_tokens must be a whole number") from exc
+    budget = validate.whole_number(view.param("max_tokens"), "max_tokens") if view.param("max_tokens") else None
     box = (f'<form method=get action=/prompt>{hidden("user", view.user)}{hidden("agent", view.agent)}'
            f'<label>query <input type=search name=q value="{esc(q)}" size=50></label> '
            f'<label>max tokens <input name=max_tokens value="{esc(view.param("max_tokens"))}" size=6 '

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tiermem import validate
 from tiermem.clock import utc_iso
-from tiermem.errors import InvalidInput
 from tiermem.storage.outbox import OutboxItem, OutboxRepository
 from tiermem.ui.html import View, esc, form, hidden, table
 
@@ -61,11 +61,7 @@ def render(view: View) -> str:
 def retry(view: View, data: Mapping[str, str]) -> str:
     """POST /queue/retry: dead items (one with ``id``, else all) back in the queue
     (``retry_dead``), then processed now."""
-    ids = None
-    if data.get("id"):
-        if not data["id"].isdigit():
-            raise InvalidInput(f"item id must be a number, got {data['id']!r}")
-        ids = [int(data["id"])]
+    ids = [validate.whole_number(data["id"], "item id", 1, 2**62)] if data.get("id") else None
     count = view.base.queue.retry_dead(ids)
     drained = view.base.queue.flush(timeout=FLUSH_SECONDS)
     return f"retried {count} dead item(s); the queue is {'empty' if drained else 'not empty yet'}"

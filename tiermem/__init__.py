@@ -4,6 +4,9 @@ Context (the live session) -> Daily (a Markdown journal) -> Core (``MEMORY.md`` 
 with hybrid keyword + vector search and a token-budgeted injection text.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from tiermem.errors import (
     ConfigError,
     DreamError,
@@ -18,10 +21,26 @@ from tiermem.errors import (
     TiermemError,
     UnsafePath,
 )
-from tiermem.memory import Memory
-from tiermem.types import CATEGORIES, AuditEntry, Fact, Scope, SearchHit
+
+if TYPE_CHECKING:
+    from tiermem.memory import Memory
+    from tiermem.types import CATEGORIES, AuditEntry, Fact, Scope, SearchHit
 
 __version__ = "0.1.0"
+
+# Imported on first use, so ``import tiermem.<module>`` stays light for processes that need one
+# module fast (the coding agents' hooks: tiermem.agents.server_client, P8).
+_LAZY = {"Memory": "tiermem.memory", "CATEGORIES": "tiermem.types", "AuditEntry": "tiermem.types",
+         "Fact": "tiermem.types", "Scope": "tiermem.types", "SearchHit": "tiermem.types"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tiermem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "CATEGORIES",

@@ -241,6 +241,16 @@ class Memory:
         """The score floor in force: ``search_min_score``, else the embedder model's default."""
         return self._search.min_score()
 
+    def embed_pending(self) -> int:
+        """Embed the items of this store that have no vector yet (written by other processes, or
+        with ``embed_on_write = false``) and catch this Memory's loaded indexes up; returns how
+        many items were embedded (0 also when another thread of this Memory is embedding them)."""
+        indexer = self._search.indexer
+        done = indexer.embed_pending(wait=False) or 0
+        if done:
+            indexer.refresh()
+        return done
+
     def vector_status(self) -> IndexStatus:
         """The vector index of this scope: model in use, the model it was built with, missing vectors."""
         return self._search.status(self.scope)

@@ -1,0 +1,291 @@
+"""The coding agents' resident server (issue 23, P8): a real ``python -m tiermem.agents.server``
+process on a temporary root, asked over loopback as the hooks ask it
+(:mod:`tiermem.agents.server_client`).
+
+The hash embedder keeps these fast (``TIERMEM_EMBEDDER=hash``); one test uses the default local
+model. Idle exit is tested with ``coding_server_idle_minutes`` set to about a second.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai_server import FakeLLMServer, RecordedRequest
+
+from tiermem.agents import server_client
+from tiermem.agents.server_client import ServerError, ServerFiles, read_info
+
+START_DEADLINE = 60.0  # an interpreter importing numpy and the store on a busy machine
+DEADLINE = 30.0
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_") or k in (
+        "TIERMEM_CACHE_DIR", "TIERMEM_DATABASE_URL")}
+    env.update(TIERMEM_EMBEDDER="hash", TIERMEM_LLM="none", TIERMEM_TIMEZONE="UTC", TIERMEM_CODING_PERSON="ada")
+    env.update(extra)
+    return env
+
+
+class Server:
+    """One server process of ``root`` (started directly, so the test owns its output)."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.root = root
+        self.log = root.parent / f"server-{time.monotonic_ns()}.log"
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tiermem.agents.server", "--root", str(root)],
+                                         env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_DEADLINE
+        while not server_client.healthy(self.root):
+            assert self.proc.poll() is None, self.output()
+            assert time.monotonic() < deadline, f"the server did not start: {self.output()}"
+            time.sleep(0.05)
+        info = read_info(self.root)
+        assert info is not None and info.pid == self.proc.pid
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=DEADLINE)
+
+
+@contextmanager
+def running(root: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    server = Server(root, env if env is not None else _env())
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        code = server.stop()
+    assert code == 0, server.output()
+
+
+def _raw(port: int, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+         ) -> tuple[int, dict[str, Any]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def _token(root: Path) -> str:
+    return ServerFiles.of(root).token.read_text().strip()
+
+
+def _port(root: Path) -> int:
+    info = read_info(root)
+    assert info is not None
+    return info.port
+
+
+# --- the hook's side stays light ------------------------------------------------------------------
+def test_the_client_module_imports_no_numpy_and_no_store() -> None:
+    code = ("import sys, tiermem.agents.server_client; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy' or m.startswith("
+            "('tiermem.memory', 'tiermem.storage', 'tiermem.search', 'tiermem.tiers'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_env())
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_server_is_none_and_no_file_is_written_by_asking(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    assert server_client.request(root, "GET", "/health") is None
+    assert not server_client.healthy(root)
+    assert read_info(root) is None
+
+
+# --- start, files, second server, stop ------------------------------------------------------------
+def test_ensure_server_starts_one_detached_that_publishes_private_files(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "mem"
+    for key, value in _env().items():
+        monkeypatch.setenv(key, value)
+    assert server_client.ensure_server(root) is False  # started, not waited for
+    deadline = time.monotonic() + START_DEADLINE
+    while not server_client.healthy(root):
+        assert time.monotonic() < deadline, ServerFiles.of(root).log.read_text(errors="replace")
+        time.sleep(0.05)
+    info = read_info(root)
+    assert info is not None
+    try:
+        files = ServerFiles.of(root)
+        assert stat.S_IMODE(files.folder.stat().st_mode) == 0o700
+        for path in (files.info, files.token, files.lock, files.log):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert len(_token(root)) == 64
+        assert os.getsid(info.pid) == info.pid  # its own session: the client's signals do not reach it
+        assert server_client.ensure_server(root) is True
+        reply = server_client.request(root, "GET", "/health")
+        assert reply is not None and reply["ok"] is True and reply["pid"] == info.pid
+    finally:
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + DEADLINE
+    while server_client.pid_alive(info.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert read_info(root) is None and not ServerFiles.of(root).token.exists()
+
+
+def test_a_second_server_exits_at_once_while_the_first_lives(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    with running(root) as first:
+        started = time.monotonic()
+        second = subprocess.run([sys.executable, "-m", "tiermem.agents.server", "--root", str(root)], env=_env(),
+                                capture_output=True, text=True, timeout=DEADLINE)
+        assert second.returncode == 0 and "running already" in second.stderr
+        assert time.monotonic() - started < DEADLINE
+        info = read_info(root)
+        assert info is not None and info.pid == first.proc.pid and server_client.healthy(root)
+        assert server_client.lock_held(root)
+    assert not server_client.lock_held(root)
+
+
+def test_idle_server_exits_and_removes_its_files(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    server = Server(root, _env(TIERMEM_CODING_SERVER_IDLE_MINUTES="0.02"))  # 1.2 s
+    server.wait_ready()
+    assert server.proc.wait(timeout=DEADLINE) == 0, server.output()
+    assert "no request for 1.2 s" in server.output()
+    assert read_info(root) is None and not ServerFiles.of(root).token.exists()
+
+
+# --- the guards -------------------------------------------------------------------------------------
+def test_wrong_or_missing_token_is_401(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    with running(root):
+        port, token = _port(root), _token(root)
+        host = {"Host": f"127.0.0.1:{port}"}
+        assert _raw(port, "GET", "/health", host)[0] == 401
+        assert _raw(port, "GET", "/health", {**host, "Authorization": "Bearer " + "0" * 64})[0] == 401
+        assert _raw(port, "GET", "/health", {**host, "Authorization": f"Basic {token}"})[0] == 401
+        status, body = _raw(port, "POST", "/prompt", {**host, "Authorization": "Bearer nope"}, b"{}")
+        assert status == 401 and body["error"] == "unauthorized"
+        assert _raw(port, "GET", "/health", {**host, "Authorization": f"Bearer {token}"})[0] == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.evil.example", "10.0.0.5",
+                                  "localhost.evil.example:1234", ""])
+def test_non_loopback_host_is_refused(tmp_path: Path, host: str) -> None:
+    root = tmp_path / "mem"
+    with running(root):
+        port, token = _port(root), _token(root)
+        status, body = _raw(port, "GET", "/health", {"Host": host, "Authorization": f"Bearer {token}"})
+        assert status == 421 and body["error"] == "misdirected"
+        for fine in (f"localhost:{port}", "127.0.0.1", f"[::1]:{port}"):
+            assert _raw(port, "GET", "/health", {"Host": fine, "Authorization": f"Bearer {token}"})[0] == 200
+
+
+def test_bad_requests_get_typed_answers(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    with running(root):
+        port, token = _port(root), _token(root)
+        auth = {"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {token}"}
+        assert _raw(port, "GET", "/nope", auth)[0] == 404
+        assert _raw(port, "GET", "/prompt", auth)[0] == 405
+        assert _raw(port, "POST", "/prompt", {**auth, "Content-Length": str(2 << 20)})[0] == 413
+        assert _raw(port, "POST", "/prompt", auth, b"not json")[0] == 400
+        assert _raw(port, "POST", "/prompt", auth, b"[1]")[0] == 400
+        status, body = _raw(port, "POST", "/prompt", auth, json.dumps(
+            {"client": "nope", "session_id": "s", "cwd": "/tmp", "prompt": "hi"}).encode())
+        assert status == 400 and "unknown coding-agent client" in body["message"]
+        status, body = _raw(port, "POST", "/prompt", auth, json.dumps(
+            {"client": "claude-code", "session_id": "s", "cwd": "relative/dir", "prompt": "hi"}).encode())
+        assert status == 400 and "absolute" in body["message"]
+        with pytest.raises(ServerError, match="status 400"):
+            server_client.ask_prompt(root, "claude-code", "s", "relative", "hi")
+        assert server_client.healthy(root)
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files in /proc")
+def test_open_files_stay_bounded_after_500_requests(tmp_path: Path) -> None:
+    root = tmp_path / "mem"
+    with running(root) as server:
+        port, token = _port(root), _token(root)
+        auth = {"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {token}"}
+        for _ in range(5):
+            assert server_client.healthy(root)
+        before = _fds(server.proc.pid)
+
+        def one(i: int) -> int:
+            if i % 5 == 0:
+                return _raw(port, "GET", "/health", {"Host": f"127.0.0.1:{port}"})[0]  # 401
+            if i % 5 == 1:
+                return _raw(port, "POST", "/prompt", auth, b"{")[0]  # 400
+            if i % 5 == 2:  # a client that sends half a body and goes away
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
+                connection.putrequest("POST", "/prompt", skip_host=True)
+                for key, value in {**auth, "Content-Length": "100"}.items():
+                    connection.putheader(key, value)
+                connection.endheaders(b"{")
+                connection.close()
+                return 0
+            return _raw(port, "GET", "/health", auth)[0]
+
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(one, range(500)))
+        assert statuses.count(200) == 200 and statuses.count(401) == 100 and statuses.count(400) == 100
+        assert server_client.healthy(root)
+        after = _fds(server.proc.pid)
+        threads = len(os.listdir(f"/proc/{server.proc.pid}/task"))
+    assert after <= before + 2, (before, after)
+    assert threads < 40, threads
+
+
+# --- the update queue ----------------------------------------------------------------------------------
+def _extraction(request: RecordedRequest) -> str:
+    text = json.dumps(request.body)
+    facts = [{"content": "The billing API lives in services/ledgerd", "category": "knowledge", "confidence": 0.9}] \
+        if "ledgerd" in text else []
+    return json.dumps({"user": {}, "history": {}, "newFacts": facts, "factsToRemove": []})
+
+
+@pytest.mark.usefixtures("backend")
+def test_the_server_extracts_what_a_hook_queued(tmp_path: Path) -> None:
+    from tiermem import Memory
+
+    root = tmp_path / "mem"
+    with FakeLLMServer(_extraction) as llm:
+        env = _env(TIERMEM_LLM="openai-compatible:llama3.1", TIERMEM_LLM_BASE_URL=llm.url,
+                   TIERMEM_EXTRACT_MIN_TURNS="1", TIERMEM_DEBOUNCE_SECONDS="0.2")
+        with running(root, env):
+            # what a save hook does: queue without processing (R73), then exit
+            with Memory(root, user_id="project-0123456789abcdef", agent_name="coding", embedder="hash",
+                        queue_replay=False, shutdown_flush_seconds=0, debounce_seconds=3600) as hook:
+                hook.queue.add("claude-code-s1", [
+                    {"role": "user", "content": "The billing API of this shop lives in services/ledgerd."},
+                    {"role": "assistant", "content": "Noted."}])
+            assert llm.call_count == 0
+            deadline = time.monotonic() + DEADLINE
+            with Memory(root, user_id="project-0123456789abcdef", agent_name="coding", embedder="hash",
+                        queue_replay=False) as mem:
+                while not [f.content for f in mem.facts.list()]:
+                    assert time.monotonic() < deadline, "the server did not extract the queued conversation"
+                    time.sleep(0.1)
+                assert [f.content for f in mem.facts.list()] == ["The billing API lives in services/ledgerd"]
+                assert "services/ledgerd" in mem.daily.read()
+        assert llm.unexpected == 0

@@ -1,0 +1,256 @@
+"""What the resident server (:mod:`tiermem.agents.server`) keeps open, and the work it does.
+
+- The **person** scope's ``Memory`` (R74), open for the server's whole life: it builds the
+  providers once (the embedder is loaded and warmed before the server takes requests; the LLM),
+  and its update queue is the server's worker: like ``tiermem worker`` it looks for items the
+  hooks queued every tick and extracts them with the configured LLM, whatever their scope.
+- A **project** ``Memory`` per project scope the server has seen, at most :data:`MAX_PROJECTS`,
+  least recently used closed first (once no request holds it); each shares the person's providers
+  and runs the Deep Dream scheduler of its scope (``dream_schedule``).
+- Every tick: the items the hooks journaled without vectors (``embed_on_write = false``) are
+  embedded, so a prompt's search does not have to.
+
+Requests: :meth:`Residents.prompt` (the relevant memory for a prompt, via
+:func:`tiermem.agents.inject.prompt_context`, not given before in the session) and
+:meth:`Residents.save` (the hooks' save, :mod:`tiermem.agents.save`, done here). A session's state
+file is read and written under a lock of that session, so two requests of one session do not
+lose each other's "given" ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tiermem import validate
+from tiermem.agents.project import CodingScopes, coding_scopes
+from tiermem.config import Settings, load_settings
+from tiermem.errors import InvalidInput
+from tiermem.memory import Memory
+from tiermem.types import Scope
+
+log = logging.getLogger(__name__)
+
+MAX_PROJECTS = 8  # project memories kept open (each holds a database connection and a vector index)
+SESSION_LOCKS = 64  # stripes of the per-session locks
+MAX_FIELD_CHARS = 4096  # client, session id, paths
+
+
+@dataclass
+class _Held:
+    memory: Memory
+    users: int = 0
+    evicted: bool = False
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    client: str
+    session_id: str
+    cwd: str
+    prompt: str = ""
+
+
+def _field(payload: dict[str, Any], name: str, limit: int = MAX_FIELD_CHARS) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} must be a non-empty string")
+    if len(value) > limit or "\x00" in value:
+        raise InvalidInput(f"{name} is over {limit} characters or holds a NUL character")
+    return value
+
+
+def _request(payload: dict[str, Any], text_field: str | None) -> PromptRequest:
+    from tiermem.agents.clients import client
+
+    name = client(_field(payload, "client")).name
+    cwd = _field(payload, "cwd")
+    if not Path(cwd).is_absolute():
+        raise InvalidInput(f"cwd must be an absolute path, got {cwd!r}")
+    text = ""
+    if text_field == "prompt":
+        text = payload.get("prompt")  # type: ignore[assignment]
+        validate.text(text, "prompt", validate.MAX_QUERY_CHARS)
+    elif text_field is not None:
+        text = _field(payload, text_field)
+    return PromptRequest(name, _field(payload, "session_id"), cwd, text)
+
+
+@dataclass
+class Residents:
+    """The memories of one root the server keeps open (see the module docstring)."""
+
+    root: Path
+    settings: Settings
+    person: Memory
+    max_projects: int = MAX_PROJECTS
+    _projects: OrderedDict[Scope, _Held] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _session_locks: tuple[threading.Lock, ...] = field(
+        default_factory=lambda: tuple(threading.Lock() for _ in range(SESSION_LOCKS)))
+
+    @classmethod
+    def open(cls, root: Path) -> Residents:
+        """The person's memory of ``root`` with its providers built and the embedder warmed."""
+        settings = load_settings(root)
+        person = Memory(root, user_id=settings.coding_person_name(), agent_name=settings.coding_agent_name)
+        try:
+            person.embedder.embed(["warm up"])  # loads the model now, not on the first prompt
+            _ = person.llm  # a missing API key shows in the server log now
+            if person.settings.enabled:
+                person.queue.start()
+        except BaseException:
+            person.close()
+            raise
+        return cls(root, settings, person)
+
+    # --- the memories ------------------------------------------------------------------------
+    def scopes(self, cwd: str) -> CodingScopes:
+        return coding_scopes(self.root, cwd, self.settings)
+
+    @contextmanager
+    def project(self, scope: Scope) -> Iterator[Memory]:
+        """The project ``Memory`` of ``scope``, held for the block (not closed while held)."""
+        held = self._hold(scope)
+        try:
+            yield held.memory
+        finally:
+            self._release(held)
+
+    def _release(self, held: _Held) -> None:
+        with self._lock:
+            held.users -= 1
+            close = held.evicted and held.users == 0
+        if close:
+            held.memory.close()
+
+    def _hold(self, scope: Scope) -> _Held:
+        with self._lock:
+            held = self._projects.get(scope)
+            if held is not None:
+                self._projects.move_to_end(scope)
+                held.users += 1
+                return held
+        memory = self._open_project(scope)  # outside the lock: opening takes a while
+        closing: list[Memory] = []
+        with self._lock:
+            held = self._projects.get(scope)
+            if held is None:
+                held = self._projects[scope] = _Held(memory)
+            else:
+                closing.append(memory)  # another request opened it meanwhile
+            held.users += 1
+            self._projects.move_to_end(scope)
+            while len(self._projects) > self.max_projects:
+                _, old = self._projects.popitem(last=False)
+                old.evicted = True
+                if old.users == 0:
+                    closing.append(old.memory)
+        for mem in closing:
+            mem.close()
+        return held
+
+    def _open_project(self, scope: Scope) -> Memory:
+        person = self.person
+        memory = Memory(self.root, llm=person.llm or "none", embedder=person.embedder, clock=person.clock,
+                        user_id=scope.user_id, agent_name=scope.agent_name, queue_replay=False)
+        try:
+            memory.start_dream_scheduler()
+        except Exception:
+            log.warning("no Deep Dream scheduler for %s/%s", scope.user_id, scope.agent_name, exc_info=True)
+        return memory
+
+    def open_scopes(self) -> list[str]:
+        with self._lock:
+            projects = [f"{s.user_id}/{s.agent_name}" for s in self._projects]
+        return [f"{self.person.scope.user_id}/{self.person.scope.agent_name}", *projects]
+
+    @contextmanager
+    def session_lock(self, client: str, session_id: str) -> Iterator[None]:
+        stripe = zlib.crc32(f"{client}\x00{session_id}".encode("utf-8", "backslashreplace")) % SESSION_LOCKS
+        with self._session_locks[stripe]:
+            yield
+
+    # --- requests ----------------------------------------------------------------------------
+    def prompt(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``{"text"}``: what is relevant to the prompt and not given yet in the session."""
+        request = _request(payload, "prompt")
+        from tiermem.agents.inject import prompt_context
+        from tiermem.agents.session_state import SessionState
+
+        scopes = self.scopes(request.cwd)
+        with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
+            state = SessionState.load(self.root, request.client, request.session_id)
+            text = prompt_context(self._person_for(scopes), project, state, request.prompt,
+                                  self.settings.coding_prompt_tokens)
+            state.save()
+        return {"text": text}
+
+    def save(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Journal the transcript's new messages in the project scope and queue them (no LLM call
+        here: the queue's worker extracts them later)."""
+        request = _request(payload, "transcript_path")
+        from tiermem.agents.save import save_transcript
+        from tiermem.agents.session_state import SessionState
+
+        scopes = self.scopes(request.cwd)
+        with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
+            state = SessionState.load(self.root, request.client, request.session_id)
+            report = save_transcript(project, request.client, request.session_id, Path(request.prompt), state)
+            state.save()
+        self.person.queue.wake()
+        return {"saved": report}
+
+    def _person_for(self, scopes: CodingScopes) -> Memory:
+        if scopes.person != self.person.scope:  # the settings name one person per root
+            raise InvalidInput(f"person scope {scopes.person} is not the server's {self.person.scope}")
+        return self.person
+
+    # --- background work ---------------------------------------------------------------------
+    def tick(self) -> None:
+        """Look for queued items other processes added (as ``tiermem worker`` does) and embed the
+        items written without vectors: through each open project memory (a search of that scope
+        meanwhile uses its index as it is rather than embedding them too), then the person's."""
+        try:
+            if self.person.settings.enabled:
+                self.person.queue.start()
+            with self._lock:
+                held = list(self._projects.values())
+                for entry in held:
+                    entry.users += 1
+            try:
+                for entry in held:
+                    if entry.memory.embed_pending():
+                        log.info("embedded new items (%s)", entry.memory.scope.user_id)
+            finally:
+                for entry in held:
+                    self._release(entry)
+            if self.person.embed_pending():
+                log.info("embedded new items (%s)", self.person.scope.user_id)
+        except Exception:
+            log.warning("background work failed; the next tick retries", exc_info=True)
+
+    # --- life cycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every memory (the person's last: its queue drains for ``shutdown_flush_seconds``)."""
+        with self._lock:
+            projects = [held.memory for held in self._projects.values()]
+            self._projects.clear()
+        for memory in projects:
+            memory.close()
+        self.person.close()
+
+    def __enter__(self) -> Residents:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

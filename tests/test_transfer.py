@@ -211,6 +211,35 @@ def test_import_merges_into_a_store_with_other_content(source: Path, tmp_path: P
         assert mem.facts.get(mine.id if mine else "").content == "Likes tea"
 
 
+def test_import_says_what_it_added_and_what_was_already_there(source: Path, tmp_path: Path,
+                                                                clock: FakeClock) -> None:
+    """Issue 22, item 18: the same counts for a first and a second import told nobody whether
+    anything was written; each section now says how many rows were added and how many were there."""
+    data = _export(source, clock)
+    with open_memory(tmp_path / "target", clock) as mem:
+        first = mem.import_(data)
+        again = mem.import_(data)
+    assert dict(first) == dict(again) == {name: len(data[name]) for name in first}  # rows in the file, as before
+    for name, rows in first.items():
+        assert (first.restored[name].added, first.restored[name].already_there) == (rows, 0), name
+        assert (again.restored[name].added, again.restored[name].already_there) == (0, rows), name
+        assert first.restored[name].refused == again.restored[name].refused == 0
+    assert first.restored["facts"].added == 3 and first.restored["files"].added == len(data["files"])
+
+
+def test_import_counts_what_it_refused_and_what_it_overwrote_as_there(source: Path, tmp_path: Path,
+                                                                       clock: FakeClock) -> None:
+    data = _export(source, clock)
+    data["consolidated_days"] = [{"user_id": "default", "day": "2026-03-13", "at": "2026-03-14T12:00:00.000000Z"}]
+    with open_memory(tmp_path / "target", clock) as mem:
+        mem.core.write("- A different memory\n")
+        counts = mem.import_(data, replace=True)
+    files = counts.restored["files"]  # MEMORY.md was there (with other content: --replace overwrote it)
+    assert (files.rows, files.added, files.already_there) == (len(data["files"]), len(data["files"]) - 1, 1)
+    legacy = counts.restored["consolidated_days"]  # old whole-day marks: checked, counted, dropped
+    assert (legacy.rows, legacy.refused, legacy.added, legacy.already_there) == (1, 1, 0, 0)
+
+
 def test_audit_entries_merge_as_a_log(source: Path, tmp_path: Path, clock: FakeClock) -> None:
     data = _export(source, clock)
     with open_memory(tmp_path / "target", clock) as mem:

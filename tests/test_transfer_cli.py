@@ -90,9 +90,50 @@ def test_import_round_trip_and_json_counts(source: Path, tmp_path: Path, clock: 
     result = run("--root", str(tmp_path / "restored"), "import", str(backup), "--json")
     assert result.exit_code == 0, result.output
     counts = json.loads(result.output[result.output.index("{"):])
-    assert counts["facts"] == 3 and counts["files"] >= 5
+    assert counts["rows"]["facts"] == 3 and counts["rows"]["files"] >= 5
+    assert counts["added"] == {k: n for k, n in counts["rows"].items() if n}
+    assert counts["already_there"] == counts["refused"] == {}
+    again = run("--root", str(tmp_path / "restored"), "import", str(backup), "--json")
+    second = json.loads(again.output[again.output.index("{"):])
+    assert second["added"] == {} and second["already_there"] == counts["added"]
     with open_memory(tmp_path / "restored", clock) as restored:
         assert restored.export() == json.loads(backup.read_text(encoding="utf-8"))
+
+
+INTERNAL_NAMES = ("consolidated_prefix", "flush_hashes", "extracted_hashes", "dream_state", "core_versions",
+                  "tombstones", "outbox", "embeddings", "store_items", "session_items", "agent_sessions", "audit")
+
+
+def test_import_says_in_words_what_it_added_and_what_was_already_there(source: Path, tmp_path: Path) -> None:
+    """Issue 22, item 18: internal table names, and the same counts for a second import."""
+    backup = tmp_path / "backup.json"
+    run("--root", str(source), "export", str(backup))
+    target = str(tmp_path / "restored")
+    first, second = (run("--root", target, "import", str(backup)) for _ in range(2))
+    assert first.exit_code == second.exit_code == 0, first.output + second.output
+    for output in (first.output, second.output):
+        assert not any(name in output for name in INTERNAL_NAMES), output
+    lines = first.stdout.splitlines()
+    assert lines[0] == f"imported {backup}:"
+    assert lines[1].startswith("  added: 3 facts, ") and " history entries" in lines[1] and " vectors" in lines[1]
+    assert lines[2:] == ["  already there: nothing", "  refused: nothing"]
+    again = second.stdout.splitlines()
+    assert again[1] == "  added: nothing (everything in the file was here already)"
+    assert again[2] == "  already there: " + lines[1].removeprefix("  added: ")
+
+
+def test_a_refused_import_says_nothing_was_imported(source: Path, tmp_path: Path, clock: FakeClock) -> None:
+    backup = tmp_path / "backup.json"
+    run("--root", str(source), "export", str(backup))
+    target = tmp_path / "target"
+    with open_memory(target, clock) as mem:
+        mem.core.write("- Something else\n")
+    line = _one_line_error(run("--root", str(target), "import", str(backup)))
+    assert line.startswith("Error: refused, nothing was imported: ") and "use --replace" in line
+    replaced = run("--root", str(target), "import", str(backup), "--replace")
+    there = [line for line in replaced.stdout.splitlines() if line.startswith("  already there or overwritten")]
+    assert there and there[0].startswith("  already there or overwritten (--replace): "), replaced.output
+    assert there[0].endswith(" 1 Markdown file") or " 1 Markdown file, " in there[0]
 
 
 def test_import_refuses_a_conflicting_file_unless_replace(source: Path, tmp_path: Path, clock: FakeClock) -> None:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from tiermem.tiers.context import Session, SummaryCallback
     from tiermem.tiers.core import CoreFile
     from tiermem.tiers.daily import DailyJournal
+    from tiermem.transfer.outcome import ImportCounts
 
 log = logging.getLogger(__name__)
 
@@ -310,10 +311,11 @@ class Memory:
             scope = Scope(validate.name(scope.user_id, "user_id"), validate.name(scope.agent_name, "agent_name"))
         return export_data(self.db, self.root, scope)
 
-    def import_(self, data: Any, replace: bool = False) -> dict[str, int]:
+    def import_(self, data: Any, replace: bool = False) -> ImportCounts:
         """Restore an :meth:`export` (version 1 or 2) as it was: no dedup, threshold or cap, this
         store's redaction applied; all or nothing. An id or file that exists with other content is
-        an :class:`~tiermem.errors.ImportConflict` unless ``replace``. Returns rows per section."""
+        an :class:`~tiermem.errors.ImportConflict` unless ``replace``. Returns rows per section (a
+        dict), with ``.restored[section]``: how many were added, already there, refused."""
         from tiermem.redact import redact
         from tiermem.transfer import Restore, import_data
 

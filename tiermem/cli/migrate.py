@@ -33,5 +33,6 @@ def migrate(ctx: click.Context, url: str, replace: bool, as_json: bool) -> None:
     if as_json:
         print_json({"source": report.source, "target": report.target, "counts": report.counts})
         return
-    shown = ", ".join(f"{n} {name}" for name, n in report.counts.items()) or "nothing"
-    click.echo(f"migrated {report.source} to {report.target}: {shown}")
+    from tiermem.cli.sections import describe
+
+    click.echo(f"migrated {report.source} to {report.target}: {describe(report.counts)}")

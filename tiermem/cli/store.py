@@ -132,23 +132,35 @@ def _scope_given(ctx: click.Context) -> Scope | None:
 def import_(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> None:
     """Restore an export (version 1 or 2) as it was: ids, timestamps, files; no dedup or
     threshold; this store's redaction applied. Rows and files that exist with other content are
-    refused (nothing is written) unless --replace.
+    refused (nothing is written) unless --replace. Says what was added, what was there already
+    and what was refused (--json: the same per section).
 
     \b
     Example:
       tiermem --root ./restored import backup.json
     """
+    from tiermem.cli.sections import describe, refused_line
+    from tiermem.errors import ImportConflict
+
+    name = "stdin" if str(file) == "-" else str(file)
     try:
         raw = sys.stdin.buffer.read() if str(file) == "-" else file.read_bytes()
     except OSError as exc:
         raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
-    source = "export file " + ("stdin" if str(file) == "-" else str(file))
-    data: Any = validate.json_value(validate.utf8(raw, source), source)
-    counts = state_of(ctx).memory().import_(data, replace=replace)
+    data: Any = validate.json_value(validate.utf8(raw, f"export file {name}"), f"export file {name}")
+    try:
+        counts = state_of(ctx).memory().import_(data, replace=replace)
+    except ImportConflict as exc:
+        raise click.ClickException(f"refused, nothing was imported: {exc}") from exc
+    shown = counts.by_outcome()
     if as_json:
-        print_json(counts)
-    else:
-        click.echo(", ".join(f"{n} {name}" for name, n in counts.items()))
+        print_json(shown)
+        return
+    click.echo(f"imported {name}:")
+    everything_there = "everything in the file was here already" if any(counts.values()) else "the file holds nothing"
+    click.echo(f"  added: {describe(shown['added'])}" + ("" if shown["added"] else f" ({everything_there})"))
+    click.echo(f"  already there{' or overwritten (--replace)' if replace else ''}: {describe(shown['already_there'])}")
+    click.echo(f"  refused: {refused_line(shown['refused'])}")
 
 
 @cli.command()

@@ -5,6 +5,7 @@ holds its database sections, :mod:`~tiermem.transfer.files` its Markdown files.
 """
 
 from tiermem.transfer.document import FORMAT, VERSION, ImportReport, export_data, import_data
+from tiermem.transfer.outcome import ImportCounts, Restored
 from tiermem.transfer.section import Restore
 
-__all__ = ["FORMAT", "VERSION", "ImportReport", "Restore", "export_data", "import_data"]
+__all__ = ["FORMAT", "VERSION", "ImportCounts", "ImportReport", "Restore", "Restored", "export_data", "import_data"]

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from tiermem import validate
 from tiermem.errors import InvalidInput
 from tiermem.transfer import files
+from tiermem.transfer.outcome import ImportCounts, Restored
 from tiermem.transfer.rows import ADDED_SECTIONS, LEGACY_SECTIONS, SECTIONS
 from tiermem.transfer.schema import name, where
-from tiermem.transfer.section import Restore
+from tiermem.transfer.section import Restore, Section
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -41,13 +42,15 @@ FORMAT = "tiermem-export"
 VERSION = 2
 V1_SECTIONS = ("facts", "summaries", "tombstones", "audit", "plans", "core_versions", "dream_state")
 SECTION_NAMES = tuple(section.name for section in SECTIONS)
+LEGACY_NAMES = frozenset(section.name for section in LEGACY_SECTIONS)
 
 
 @dataclass(frozen=True)
 class ImportReport:
-    """What an import restored: rows (or files) per section, and the users whose files it covered."""
+    """What an import restored: rows (or files) per section and what became of them
+    (:class:`~tiermem.transfer.outcome.ImportCounts`), and the users whose files it covered."""
 
-    counts: dict[str, int]
+    counts: ImportCounts
     users: list[str]
 
 
@@ -112,7 +115,7 @@ def import_data(db: Database, base: Path, data: Any, how: Restore, mirror: bool 
     entries = files.parse_files(body.get(files.SECTION, []), how)
     files.plan_writes(db, base, entries, how.replace, mirror)  # refuse before taking any lock
     users = sorted({entry.user_id for entry in entries})
-    counts: dict[str, int] = {}
+    restored: dict[str, Restored] = {}
     with files.lock_users(db, base, users), ExitStack() as grouped:
         writes = files.plan_writes(db, base, entries, how.replace, mirror)
         for handle in {id(w.files): w.files for w in writes}.values():
@@ -122,7 +125,7 @@ def import_data(db: Database, base: Path, data: Any, how: Restore, mirror: bool 
             with db.transaction():
                 for section in present:
                     try:
-                        counts[section.name] = section.restore(db, body[section.name], how)
+                        restored[section.name] = _restore(db, section, body[section.name], how)
                     except db.IntegrityError as exc:
                         raise InvalidInput(f"{where(section.name)}: rows break a rule of the store: {exc}") from exc
                 files.write_files(writes)
@@ -132,5 +135,21 @@ def import_data(db: Database, base: Path, data: Any, how: Restore, mirror: bool 
                 files.undo(writes)
             raise
     if files.SECTION in body:
-        counts[files.SECTION] = len(entries)
-    return ImportReport(counts, users)
+        restored[files.SECTION] = Restored(len(entries), added=sum(1 for w in writes if w.old is None))
+    return ImportReport(ImportCounts(restored), users)
+
+
+def _restore(db: Database, section: Section, rows: list[Any], how: Restore) -> Restored:
+    """Restore one section (inside the import's transaction): rows its table gained are added; a
+    section this store no longer keeps (:data:`~tiermem.transfer.rows.LEGACY_SECTIONS`) refuses
+    its rows after checking them."""
+    if section.name in LEGACY_NAMES:
+        return Restored(section.restore(db, rows, how), refused=len(rows))
+    before = _held(db, section.name)
+    count = section.restore(db, rows, how)
+    return Restored(count, added=min(count, max(0, _held(db, section.name) - before)))
+
+
+def _held(db: Database, table: str) -> int:
+    """Rows in ``table`` (each database section is restored into the table of its name)."""
+    return int(db.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

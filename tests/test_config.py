@@ -62,3 +62,18 @@ def test_unknown_provider_names_fail_clearly(tmp_path: Path) -> None:
         Memory(tmp_path, llm="nosuch:model", embedder=HashEmbedder())
     with Memory(tmp_path, llm="none", embedder=HashEmbedder()) as m:
         assert m.llm is None
+
+
+@pytest.mark.parametrize(("name", "value"), [("daily_retention_days", 36_501), ("daily_retention_days", 10**12),
+                                             ("dream_lookback_days", 3661), ("call_log_retention_days", 10**6)])
+def test_day_counts_are_bounded(tmp_path: Path, name: str, value: int) -> None:
+    """A cut-off date computed from a day count must stay within the calendar (issue 22 item 8)."""
+    with pytest.raises(ConfigError, match=name):
+        load_settings(tmp_path, {name: value})
+
+
+def test_the_settings_repr_holds_no_database_password(tmp_path: Path) -> None:
+    """Settings show up in tracebacks and logs: the URL, and so its password, is not in their repr."""
+    settings = load_settings(tmp_path, {"database_url": "postgresql://tm:Hunter2-secret@db.example/tm"})
+    assert settings.database_url is not None
+    assert "Hunter2-secret" not in repr(settings)

@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,8 @@ from tiermem.types import CATEGORIES
 CONFIG_FILE = "tiermem.toml"
 ENV_PREFIX = "TIERMEM_"
 DEFAULT_PERSON = "person"  # the person scope's user when the OS user name cannot be used
-MAX_CALL_LOG_RETENTION_DAYS = 36_500
+MAX_DAYS = 36_500  # retention settings: at most 100 years
+MAX_LOOKBACK_DAYS = 3660  # the most days one Deep Dream reads (about ten years)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class Settings:
     queue_lease_seconds: float | None = None  # a claim's lease; None: computed (queue/worker.py lease_seconds)
     sqlite_synchronous: str = "normal"  # "full": a power loss keeps the last commits too (slower writes)
     allow_symlinks: bool = False  # a symlink inside the root that leads outside it is refused unless true
-    database_url: str | None = None  # postgresql://user:pass@host:5432/db: the store in PostgreSQL (docs/postgres.md)
+    # postgresql://user:pass@host:5432/db: the store in PostgreSQL (docs/postgres.md); kept out of repr (password)
+    database_url: str | None = field(default=None, repr=False)
     mirror_files: bool = True  # PostgreSQL: rewrite the Daily files and MEMORY.md under the root for people to read
     postgres_pool_size: int = 5  # connections per process and database URL
     postgres_statement_timeout_seconds: float = 30.0
@@ -182,8 +184,11 @@ def _check(settings: Settings) -> Settings:
             raise ConfigError(f"{name} must not be negative")
     if not 0 < settings.coding_server_idle_minutes <= 10_080:
         raise ConfigError("coding_server_idle_minutes must be more than 0 and at most 10080 (a week)")
-    if settings.call_log_retention_days > MAX_CALL_LOG_RETENTION_DAYS:  # the clean-up's cut-off stays a date
-        raise ConfigError(f"call_log_retention_days must be at most {MAX_CALL_LOG_RETENTION_DAYS} (100 years)")
+    for name in ("call_log_retention_days", "daily_retention_days"):
+        if getattr(settings, name) > MAX_DAYS:  # a cut-off computed from it stays a date
+            raise ConfigError(f"{name} must be at most {MAX_DAYS} (100 years)")
+    if settings.dream_lookback_days > MAX_LOOKBACK_DAYS:
+        raise ConfigError(f"dream_lookback_days must be at most {MAX_LOOKBACK_DAYS}")
     if settings.sqlite_synchronous not in ("normal", "full"):
         raise ConfigError(f"sqlite_synchronous must be 'normal' or 'full', got {settings.sqlite_synchronous!r}")
     if settings.postgres_pool_size < 1 or settings.postgres_statement_timeout_seconds <= 0:

@@ -457,7 +457,7 @@ class Memory:
         ``.dropped`` (bullets not supported by the sources). ``force`` accepts a rewrite the loss
         and budget guards refuse and dreams again over unchanged days.
         """
-        from tiermem.dream.runner import MAX_LOOKBACK_DAYS
+        from tiermem.config import MAX_LOOKBACK_DAYS
 
         days = validate.positive_int(lookback_days, "lookback_days", MAX_LOOKBACK_DAYS)
         if not isinstance(force, bool) or not isinstance(dry_run, bool):

@@ -34,12 +34,14 @@ def ui_command(ctx: click.Context, port: int | None, host: str, token: str | Non
       tiermem --user alice ui --port 9000
       TIERMEM_UI_TOKEN=... tiermem ui --host 0.0.0.0 --allow-host myhost.lan
     """
+    from tiermem.mcp.http import listen
     from tiermem.ui.guard import DEFAULT_PORT, ui_options
     from tiermem.ui.server import serve, url_of
 
     options = ui_options(port or DEFAULT_PORT, host, token or None, allow_hosts)  # before the store opens
-    mem = state_of(ctx).memory(create=False)
-    guard = "log in with the token" if options.token else "no token"
-    click.echo(f"tiermem ui on {url_of(options)} (scope {mem.scope.user_id}/{mem.scope.agent_name}, {guard}, "
-               f"store {mem.db.label}); Ctrl-C stops it", err=True)
-    serve(mem, options)
+    with listen(options, "--port") as sock:  # the port first: the line below means "ready"
+        mem = state_of(ctx).memory(create=False)
+        guard = "log in with the token" if options.token else "no token"
+        click.echo(f"tiermem ui on {url_of(options)} (scope {mem.scope.user_id}/{mem.scope.agent_name}, {guard}, "
+                   f"store {mem.db.label}); Ctrl-C stops it", err=True)
+        serve(mem, options, sock)

@@ -15,11 +15,14 @@ Three checks stand between a request and the memory:
    each ``allow_hosts`` entry; allowed ``Origin`` values: ``http(s)://`` each of those names.
    Anything else gets ``421`` (Host) or ``403`` (Origin).
 
-The SDK, Starlette and uvicorn are imported only when a server is built.
+The SDK, Starlette and uvicorn are imported only when a server is built. The listening socket is
+made first (:func:`listen`), so a command says where it serves only once the port is its own, and
+a busy port is one clear error instead of uvicorn's log line after that message.
 """
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import re
@@ -112,6 +115,33 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
 
 
+_BIND_ERRORS = {
+    errno.EADDRINUSE: "port {port} on {host} is already in use: stop what holds it, or choose another port with {flag}",
+    errno.EACCES: "not allowed to listen on port {port} of {host}: choose a port above 1023 with {flag}",
+    errno.EADDRNOTAVAIL: "cannot listen on {host}: it is not an address of this machine (--host)",
+}
+LISTEN_BACKLOG = 2048  # uvicorn's default
+
+
+def listen(options: HttpOptions, flag: str = "--port") -> socket.socket:
+    """A TCP socket listening on ``options``' host and port (``SO_REUSEADDR`` as uvicorn sets it,
+    so a restart does not wait out the old connections), for the server to take over: connections
+    made from now on wait in its backlog instead of being refused. A port that cannot be had is
+    one :class:`InvalidInput` naming ``flag``, the option that chooses another."""
+    host = options.host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, options.port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        template = _BIND_ERRORS.get(exc.errno or 0, "cannot listen on {host} port {port}: {reason}")
+        raise InvalidInput(template.format(port=options.port, host=options.host, flag=flag,
+                                           reason=exc.strerror or exc)) from exc
+    return sock
+
+
 def check_exposure(options: HttpOptions, token_env: str = TOKEN_ENV, insecure_flag: bool = True) -> None:
     """Refuse to serve a non-loopback address without a token, unless ``insecure`` is set
     (``token_env``, ``insecure_flag``: what the message offers; the web viewer has its own
@@ -177,8 +207,9 @@ def build_app(server: MCPServer[Any], options: HttpOptions) -> ASGIApp:
     return BearerTokenGuard(app, options.token) if options.token is not None else app
 
 
-def run(server: MCPServer[Any], options: HttpOptions) -> None:
-    """Serve until the process is stopped; tool calls run on at most ``options.workers`` threads."""
+def run(server: MCPServer[Any], options: HttpOptions, sock: socket.socket | None = None) -> None:
+    """Serve until the process is stopped; tool calls run on at most ``options.workers`` threads.
+    ``sock``: the socket :func:`listen` made for ``options`` (None: uvicorn binds it itself)."""
     import anyio
     import anyio.to_thread
     import uvicorn
@@ -188,6 +219,6 @@ def run(server: MCPServer[Any], options: HttpOptions) -> None:
     async def main() -> None:
         anyio.to_thread.current_default_thread_limiter().total_tokens = options.workers
         config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning")
-        await uvicorn.Server(config).serve()
+        await uvicorn.Server(config).serve(sockets=[sock] if sock is not None else None)
 
     anyio.run(main)

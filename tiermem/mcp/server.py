@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -111,8 +112,9 @@ def build_server(mem: Memory) -> MCPServer[Any]:
     return server
 
 
-def serve(mem: Memory, http: HttpOptions | None = None) -> None:
-    """Run the server until the client goes away (stdio) or the process is stopped (``http``).
+def serve(mem: Memory, http: HttpOptions | None = None, sock: socket.socket | None = None) -> None:
+    """Run the server until the client goes away (stdio) or the process is stopped (``http``;
+    ``sock``: a socket :func:`tiermem.mcp.http.listen` made for it, else uvicorn binds one).
 
     Raises :class:`InvalidInput` before serving when ``http`` binds a non-loopback address
     without a token (and without ``insecure``)."""
@@ -124,4 +126,4 @@ def serve(mem: Memory, http: HttpOptions | None = None) -> None:
         return
     if not isinstance(http, HttpOptions):
         raise InvalidInput(f"http must be HttpOptions or None, got {type(http).__name__}")
-    run_http(server, http)
+    run_http(server, http, sock)

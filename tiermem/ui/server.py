@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from tiermem.ui.app import build_app
 
 if TYPE_CHECKING:
+    import socket
+
     import uvicorn
 
     from tiermem.mcp.http import HttpOptions
@@ -32,6 +34,7 @@ def make_server(mem: Memory, options: HttpOptions, csrf: str | None = None) -> u
     return uvicorn.Server(config)
 
 
-def serve(mem: Memory, options: HttpOptions) -> None:
-    """Serve until the process is stopped (Ctrl-C)."""
-    make_server(mem, options).run()
+def serve(mem: Memory, options: HttpOptions, sock: socket.socket | None = None) -> None:
+    """Serve until the process is stopped (Ctrl-C); ``sock``: a socket
+    :func:`tiermem.mcp.http.listen` made for ``options`` (None: uvicorn binds one)."""
+    make_server(mem, options).run(sockets=[sock] if sock is not None else None)

@@ -48,6 +48,7 @@ class Settings:
     extract_min_turns: int = 10
     extract_idle_seconds: float = 300.0
     shutdown_flush_seconds: float = 10.0
+    embed_on_write: bool = True  # false: new facts and journal records wait unembedded for the next search
     queue_lease_seconds: float | None = None  # a claim's lease; None: computed (queue/worker.py lease_seconds)
     sqlite_synchronous: str = "normal"  # "full": a power loss keeps the last commits too (slower writes)
     allow_symlinks: bool = False  # a symlink inside the root that leads outside it is refused unless true

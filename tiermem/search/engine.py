@@ -126,6 +126,8 @@ class SearchEngine:
         self._refresh()
 
     def _refresh(self) -> None:
+        if not self.settings.embed_on_write:
+            return  # left pending (no vector yet): the next search, in any process, embeds them first
         try:
             self.indexer.refresh()
         except Exception:  # the write is committed; the next search embeds what is missing

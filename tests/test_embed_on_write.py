@@ -1,0 +1,59 @@
+"""``embed_on_write = false`` (issue 23): a process that only writes (a coding agent's hook) leaves
+new facts and journal records without a vector instead of loading the embedder; the next search —
+in another process, or the same one — embeds them first, so nothing stays unfindable by vector."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from queue_helpers import rows
+from transfer_helpers import CountingEmbedder
+
+from tiermem import Memory
+from tiermem.testing import FakeClock
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def unembedded(root: Path) -> int:
+    return int(rows(root, "SELECT COUNT(*) AS n FROM search_docs WHERE embed_hash IS NULL")[0]["n"])
+
+
+def write(mem: Memory) -> None:
+    mem.facts.add("Indents Python with tabs", "preference", 0.9)
+    mem.daily.append("Conversation", ["user: the billing API lives in services/ledgerd"])
+
+
+def test_a_writer_without_embedding_leaves_the_items_to_the_next_search(root: Path, clock: FakeClock) -> None:
+    writer = CountingEmbedder()
+    with Memory(root, embedder=writer, clock=clock, timezone="UTC", embed_on_write=False) as mem:
+        write(mem)
+        assert writer.texts == 0
+        assert unembedded(root) >= 2
+    reader = CountingEmbedder()
+    clock.advance(timedelta(seconds=1).total_seconds())
+    with Memory(root, embedder=reader, clock=clock, timezone="UTC") as mem:  # another process's Memory
+        hits = mem.search("where does the billing API live", min_score=0.0)
+        assert reader.texts > 1  # the query, and the items first
+        assert unembedded(root) == 0 and mem.vector_status().missing == 0
+        assert any("services/ledgerd" in hit.text for hit in hits)
+        assert mem.search("tabs indentation", min_score=0.0)[0].text == "Indents Python with tabs"
+
+
+def test_the_writer_itself_embeds_them_at_its_next_search(root: Path, clock: FakeClock) -> None:
+    embedder = CountingEmbedder()
+    with Memory(root, embedder=embedder, clock=clock, timezone="UTC", embed_on_write=False) as mem:
+        write(mem)
+        assert embedder.texts == 0
+        hits = mem.search("tabs indentation", min_score=0.0)
+        assert embedder.texts > 1 and unembedded(root) == 0
+        assert hits[0].text == "Indents Python with tabs"
+
+
+def test_by_default_new_items_are_embedded_right_after_the_write(root: Path, clock: FakeClock) -> None:
+    embedder = CountingEmbedder()
+    with Memory(root, embedder=embedder, clock=clock, timezone="UTC") as mem:
+        write(mem)
+        assert embedder.texts > 0 and unembedded(root) == 0

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "tiermem.cli.mirror",
     "tiermem.cli.calls",
     "tiermem.cli.ui",
+    "tiermem.cli.setup",
 )
 
 for _module in COMMAND_MODULES:

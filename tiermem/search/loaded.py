@@ -150,7 +150,7 @@ class LoadedIndexer(Indexer):
                 loaded.index.remove(gone)
             loaded.removed_seq = removed_seq
         if doc_seq > loaded.doc_seq:
-            self._add_rows(scope, loaded.index, loaded.doc_seq, view=loaded.view)
+            self._add_rows(scope, loaded.index, loaded.doc_seq, doc_seq, view=loaded.view)
             loaded.doc_seq = doc_seq
         return loaded
 
@@ -164,7 +164,7 @@ class LoadedIndexer(Indexer):
         doc_seq, removed_seq = self.docs.high_water()
         index = VectorIndex(self.embedder.dim, **self._index_options())
         index.reserve(self.docs.count(scope))
-        missing = self._add_rows(scope, index, 0, embed_missing=False)
+        missing = self._add_rows(scope, index, 0, doc_seq, embed_missing=False)
         loaded = _Loaded(index, doc_seq, removed_seq)
         self.load_sources[scope] = "rows"
         if missing:
@@ -204,7 +204,7 @@ class LoadedIndexer(Indexer):
                      scope.agent_name)
             return None
         held = len(index)
-        missing = self._add_rows(scope, index, saved.doc_seq) if doc_seq > saved.doc_seq else 0
+        missing = self._add_rows(scope, index, saved.doc_seq, doc_seq) if doc_seq > saved.doc_seq else 0
         loaded = _Loaded(index, max(doc_seq, saved.doc_seq), removed_seq)
         changed = len(gone) + abs(len(index) - held)
         if not missing and changed > max(RESAVE_MIN_CHANGES, held // RESAVE_SHARE):
@@ -219,28 +219,38 @@ class LoadedIndexer(Indexer):
                             loaded.removed_seq, lambda: self.docs.high_water()[1]):
             self.files_written += 1
 
-    def _add_rows(self, scope: Scope, index: VectorIndex, after_id: int, embed_missing: bool = True,
+    def _add_rows(self, scope: Scope, index: VectorIndex, after_id: int, upto: int, embed_missing: bool = True,
                   view: ReadWriteLock | None = None) -> int:
-        """Add the scope's items with id > ``after_id`` (embedding those without a vector first
-        when ``embed_missing``); returns how many are left without a vector. With ``view`` (an
-        index searches can see), rows are read first and added under its write lock."""
+        """Add the scope's items with ``after_id`` < id <= ``upto``; returns how many of them are
+        left without a vector. ``upto`` is the watermark the index will have read to, taken before:
+        every item up to it was committed then, and the index never reads below it again.
+
+        So items never embedded yet are embedded first, here: a writer commits an item, then
+        stores its vector, and a scope loaded in between would otherwise pass the item over
+        for good (issue 22 item 8a). With ``embed_missing`` also items whose vector is of another
+        model (a scope's first load leaves those to ``reindex``). With ``view`` (an index searches
+        can see), rows are read first and added under its write lock."""
         guard = view.writing if view is not None else nullcontext
         model = self.model
         after = after_id
-        while embed_missing:
-            docs = self.vectors.without_vector(model, PENDING_BATCH, after, scope)
+        while True:
+            found = (self.vectors.without_vector(model, PENDING_BATCH, after, scope) if embed_missing
+                     else self.vectors.unembedded(PENDING_BATCH, after, scope))
+            docs = [doc for doc in found if doc.id <= upto]  # later ones: the next sync's
             if not docs:
                 break
             self._write(docs)
             after = docs[-1].id
         missing = 0
-        for rows in self.vectors.scope_rows(scope, model, after_id):
+        for batch in self.vectors.scope_rows(scope, model, after_id):
+            rows = [r for r in batch if r[0] <= upto]
             usable = [r for r in rows if r[4] is not None]
             missing += len(rows) - len(usable)
             with guard():
                 _add_to_index(index, usable)
         if self.settings.search_sentence_vectors:
-            for items in self.vectors.sentence_texts(scope, after_id, chunks=self.settings.search_chunk_context):
+            for texts in self.vectors.sentence_texts(scope, after_id, chunks=self.settings.search_chunk_context):
+                items = [item for item in texts if item[0] <= upto]
                 parts = self._part_vectors(items, embed_missing=False)  # new items got theirs in _write
                 with guard():
                     _add_parts(index, parts)

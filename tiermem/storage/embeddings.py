@@ -92,11 +92,14 @@ class EmbeddingRepository:
         return {str(r[0]): int(r[1]) for r in rows}
 
     # --- what needs embedding --------------------------------------------------------------
-    def unembedded(self, limit: int, after_id: int = 0) -> list[PendingDoc]:
-        """Items never embedded (``embed_hash IS NULL``), oldest first."""
-        rows = self._rows(
-            "SELECT id, source, ref, tier, text FROM search_docs WHERE embed_hash IS NULL AND id > ?"
-            " ORDER BY id LIMIT ?", [after_id, limit])
+    def unembedded(self, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:
+        """Items (of ``scope`` or all) never embedded (``embed_hash IS NULL``), oldest first."""
+        sql = "SELECT id, source, ref, tier, text FROM search_docs WHERE embed_hash IS NULL AND id > ?"
+        args: list[Any] = [after_id]
+        if scope is not None:
+            sql += " AND user_id = ? AND agent_name IN (?, ?)"
+            args += [scope.user_id, scope.agent_name, SHARED_AGENT]
+        rows = self._rows(sql + " ORDER BY id LIMIT ?", [*args, limit])
         return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
 
     def without_vector(self, model: str, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:

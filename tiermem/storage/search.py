@@ -280,10 +280,11 @@ class SearchRepository:
 
     def removed_since(self, user_id: str, seq: int) -> tuple[list[int], bool]:
         """Doc ids of ``user_id`` removed after ``seq``; ``False`` if the log no longer reaches back
-        that far (the caller must reload)."""
-        if seq < self._pruned_below():
-            return [], False
+        that far (the caller must reload). The prune mark is read after the log: a prune that
+        another writer committed between the two would otherwise pass for a complete log."""
         rows = self._rows("SELECT doc_id FROM search_removed WHERE seq > ? AND user_id = ?", [seq, user_id])
+        if seq < self._pruned_below():  # only grows, with the rows it dropped, in one transaction
+            return [], False
         return [int(r[0]) for r in rows], True
 
     def prune_removed_log(self, keep: int = REMOVED_LOG_KEEP) -> None:

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -19,6 +20,7 @@ from test_damaged_store import DAMAGE, ENV, NOW, build_store, corrupt_table, dig
 from tiermem import Memory, StorageError
 from tiermem.cli.main import cli
 from tiermem.doctor import check, repair
+from tiermem.doctor.report import DoctorReport
 from tiermem.testing import FakeClock, HashEmbedder
 
 STAMP = "20260314T093000Z"
@@ -62,8 +64,8 @@ def sql(root: Path, statement: str, args: tuple[object, ...] = ()) -> None:
 def test_a_healthy_store_passes_every_check(store: Path) -> None:
     report = check(store)
     assert report.ok and report.exit_code == 0 and report.problems == [] and report.unchecked == []
-    assert report.checked == ["integrity", "schema", "queue", "search index", "consolidation marks", "modes",
-                              "symlinks"]
+    assert report.checked == ["integrity", "schema", "queue", "search index", "vectors", "consolidation marks",
+                              "modes", "symlinks"]
     result = invoke(store)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].endswith("— healthy")
@@ -261,6 +263,31 @@ def test_search_rows_without_their_facts_mean_a_rebuild_that_keeps_every_fact(st
     assert result.ok and result.rebuilt and result.unreadable == [] and result.salvaged["facts"] == count
 
 
+def _lose_a_vector_and_wait_for_another(conn: Any) -> None:
+    """One fact's vector gone (as a lost embedding write would leave it), another fact not embedded yet."""
+    hashes = [r[0] for r in conn.execute("SELECT embed_hash FROM search_docs WHERE source = 'fact' ORDER BY id"
+                                         " LIMIT 2").fetchall()]
+    conn.execute("DELETE FROM embeddings WHERE content_hash = ?", (hashes[0],))
+    conn.execute("UPDATE search_docs SET embed_hash = NULL WHERE embed_hash = ?", (hashes[1],))
+
+
+def _vectors_found(report: DoctorReport) -> None:
+    assert report.exit_code == 1 and "vectors" in report.checked
+    assert report.problems == [f"1 search items have no vector for {HashEmbedder().model_id}, the store's embedder "
+                               "model, so vector search cannot find them (default/default: 1): run `tiermem reindex`"]
+    assert "1 search items have no vector yet: the next search embeds them" in report.notices
+
+
+def test_items_without_a_vector_of_the_stores_model_are_reported(store: Path) -> None:
+    with sqlite3.connect(store / "tiermem.db") as conn:
+        _lose_a_vector_and_wait_for_another(conn)
+    conn.close()
+    _vectors_found(check(store))
+    result = CliRunner().invoke(cli, ["--root", str(store), "reindex"], env=ENV)
+    assert result.exit_code == 0, result.output
+    assert check(store).exit_code == 0
+
+
 # --- queue, marks, modes, links -----------------------------------------------------------------
 def test_a_stuck_queue_claim_is_a_problem_and_repair_hands_it_back(store: Path) -> None:
     expired = (NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
@@ -344,7 +371,7 @@ def test_doctor_on_postgres_gives_a_short_report(tmp_path: Path, pg_url: str, mo
         mem.daily.append("Note", "Maya is moving to Lisbon in August")
     report = check(root, clock=FakeClock(NOW))
     assert report.exit_code == 0, report.to_dict()
-    assert report.checked == ["connection", "schema", "extension", "rows", "queue", "modes", "symlinks"]
+    assert report.checked == ["connection", "schema", "extension", "rows", "vectors", "queue", "modes", "symlinks"]
     assert report.database["schema_version"] >= 1 and report.database["vector_extension"]
     assert report.database["rows"]["facts"] == 1 and report.database["database"].startswith("postgresql://")
     result = invoke(root)
@@ -377,3 +404,18 @@ def test_doctor_on_postgres_finds_a_stuck_claim_and_repair_hands_it_back(tmp_pat
     assert report.exit_code == 1 and "1 queue items are stuck in processing" in report.problems[0]
     result = repair(root, clock=FakeClock(NOW))
     assert result.ok and "handed 1 stuck queue item back to the queue" in result.actions
+
+
+def test_doctor_on_postgres_reports_items_without_a_vector(tmp_path: Path, pg_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIERMEM_DATABASE_URL", pg_url)
+    root = tmp_path / "mem"
+    with open_mem(root) as mem:
+        mem.facts.add("Prefers dark mode", "preference", 0.9)
+        mem.facts.add("Works on distributed databases", "knowledge", 0.8)
+        with mem.db.transaction() as conn:
+            _lose_a_vector_and_wait_for_another(conn)
+    _vectors_found(check(root, clock=FakeClock(NOW)))
+    with open_mem(root) as mem:
+        assert mem.reindex_vectors().items == 2
+    assert check(root, clock=FakeClock(NOW)).exit_code == 0

@@ -125,10 +125,39 @@ _UNBACKED = {
 
 
 def find_vector_model(conn: Any, report: DoctorReport, columns: Callable[[Any, str], set[str]]) -> None:
-    """Record which embedder model the stored vectors belong to (the ``meta`` key the indexer keeps)."""
+    """Record which embedder model the stored vectors belong to (the ``meta`` key the indexer
+    keeps), then check that every search item has a vector of it (:func:`_check_vectors`)."""
     if "value" in columns(conn, "meta"):
         row = conn.execute("SELECT value FROM meta WHERE key = 'embedding_model'").fetchone()
         report.vector_model = str(row["value"]) if row is not None else None
+    if report.vector_model is not None and "embed_hash" in columns(conn, "search_docs") and columns(conn, "embeddings"):
+        _check_vectors(conn, report)
+
+
+_WITHOUT_VECTOR = (  # per scope: items with no vector of the store's model, and how many were never embedded
+    "SELECT d.user_id AS user_id, d.agent_name AS agent_name, count(*) AS n,"
+    " sum(CASE WHEN d.embed_hash IS NULL THEN 1 ELSE 0 END) AS waiting"
+    " FROM search_docs d LEFT JOIN embeddings e ON e.content_hash = d.embed_hash"
+    " AND e.model = (SELECT value FROM meta WHERE key = 'embedding_model')"
+    " WHERE e.content_hash IS NULL GROUP BY d.user_id, d.agent_name ORDER BY d.user_id, d.agent_name")
+
+
+def _check_vectors(conn: Any, report: DoctorReport) -> None:
+    """Search items without a vector of the store's embedder model, which vector search cannot
+    find: never embedded yet (a notice: the next search embeds them), or embedded but not with
+    that model, a vector lost or a model changed without a re-index (a problem: ``tiermem
+    reindex`` gives them one). One pass over the items, each a key lookup."""
+    report.checked.append("vectors")
+    rows = conn.execute(_WITHOUT_VECTOR).fetchall()
+    waiting = sum(int(r["waiting"]) for r in rows)
+    lost = {f"{r['user_id']}/{r['agent_name']}": int(r["n"]) - int(r["waiting"]) for r in rows}
+    lost = {scope: n for scope, n in lost.items() if n}
+    if lost:
+        report.problem(f"{sum(lost.values())} search items have no vector for {report.vector_model}, the store's"
+                       f" embedder model, so vector search cannot find them"
+                       f" ({_some([f'{scope}: {n}' for scope, n in lost.items()])}): run `tiermem reindex`")
+    if waiting:
+        report.notices.append(f"{waiting} search items have no vector yet: the next search embeds them")
 
 
 def check_index(conn: sqlite3.Connection, report: DoctorReport, root: Path, users: list[str]) -> None:
@@ -152,10 +181,6 @@ def check_index(conn: sqlite3.Connection, report: DoctorReport, root: Path, user
         report.notices.append(f"the search index is behind {len(behind)} files ({_some(behind)}): not damage; "
                               "run `tiermem reindex` (the next search also catches up)")
         report.repairs.add(REINDEX)
-    if "embed_hash" in _columns(conn, "search_docs"):
-        waiting = int(conn.execute("SELECT count(*) FROM search_docs WHERE embed_hash IS NULL").fetchone()[0])
-        if waiting:
-            report.notices.append(f"{waiting} search items have no vector yet: the next search embeds them")
 
 
 # --- consolidation marks --------------------------------------------------------------------------

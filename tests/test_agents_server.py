@@ -289,3 +289,111 @@ def test_the_server_extracts_what_a_hook_queued(tmp_path: Path) -> None:
                 assert [f.content for f in mem.facts.list()] == ["The billing API lives in services/ledgerd"]
                 assert "services/ledgerd" in mem.daily.read()
         assert llm.unexpected == 0
+
+
+# --- prompts -----------------------------------------------------------------------------------------
+BILLING = "The billing API of this shop lives in services/ledgerd"
+TABS = "Always indents with tabs"
+
+
+def _fill(root: Path, repo: Path, embedder: str) -> tuple[str, str]:
+    """A project fact and a person fact for ``repo``; their scopes' user ids."""
+    from tiermem import Memory
+    from tiermem.agents.project import coding_scopes
+    from tiermem.config import load_settings
+
+    scopes = coding_scopes(root, repo, load_settings(root, {"coding_person": "ada"}))
+    with Memory(root, embedder=embedder, user_id=scopes.project.user_id, agent_name="coding") as project:
+        project.facts.add(BILLING, "knowledge", 0.9)
+    with Memory(root, embedder=embedder, user_id=scopes.person.user_id, agent_name="coding") as person:
+        person.facts.add(TABS, "preference", 0.9)
+    return scopes.person.user_id, scopes.project.user_id
+
+
+@pytest.mark.usefixtures("backend")
+def test_prompt_answers_with_the_relevant_fact_once_per_session(tmp_path: Path) -> None:
+    root, repo = tmp_path / "mem", tmp_path / "repo"
+    repo.mkdir()
+    _fill(root, repo, "hash")
+    with running(root):
+        text = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "where does the billing API live?")
+        assert text is not None and "services/ledgerd" in text
+        again = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "where does the billing API live?")
+        assert again is not None and "services/ledgerd" not in again  # given already in this session
+        other = server_client.ask_prompt(root, "claude-code", "s2", str(repo), "billing API location")
+        assert other is not None and "services/ledgerd" in other
+        assert server_client.ask_prompt(root, "claude-code", "s3", str(repo), "qqqq zzzz wwww") == ""
+
+
+def test_prompt_with_the_default_local_embedder(tmp_path: Path) -> None:
+    root, repo = tmp_path / "mem", tmp_path / "repo"
+    repo.mkdir()
+    _fill(root, repo, "local")
+    env = _env()
+    del env["TIERMEM_EMBEDDER"]
+    with running(root, env):
+        started = time.monotonic()
+        text = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "Where is the code for invoicing?",
+                                        timeout=DEADLINE)
+        took = time.monotonic() - started
+        assert text is not None and "services/ledgerd" in text and TABS not in text
+        assert took < DEADLINE
+
+
+# --- saves and background embedding ----------------------------------------------------------------------
+def _claude_transcript(path: Path, session: str, texts: list[tuple[str, str]]) -> None:
+    lines = [{"type": "queue-operation", "operation": "enqueue", "sessionId": session, "content": "x"}]
+    for i, (role, text) in enumerate(texts):
+        message: dict[str, Any] = {"role": role, "content": text}
+        if role == "assistant":
+            message.update(id=f"m{i}", content=[{"type": "text", "text": text}])
+        lines.append({"parentUuid": None, "isSidechain": False, "type": role, "uuid": f"u{i}", "sessionId": session,
+                      "message": message})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.mark.usefixtures("backend")
+def test_save_in_the_server_journals_once_and_embeds_in_the_background(tmp_path: Path) -> None:
+    from tiermem import Memory
+
+    root, repo = tmp_path / "mem", tmp_path / "repo"
+    repo.mkdir()
+    _, project_user = _fill(root, repo, "hash")
+    transcript = tmp_path / "s1.jsonl"
+    _claude_transcript(transcript, "s1", [("user", "The deploy script lives in tools/shipit.sh"),
+                                          ("assistant", "Noted, tools/shipit.sh it is.")])
+    with running(root):
+        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript))
+        assert reply is not None and reply["saved"]["read"] == 2 and reply["saved"]["journaled"] == 2
+        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript))
+        assert reply is not None and reply["saved"]["read"] == 0
+        with Memory(root, embedder="hash", user_id=project_user, agent_name="coding", queue_replay=False,
+                    embed_on_write=False) as mem:
+            assert mem.daily.read().count("tools/shipit.sh") == 2
+            deadline = time.monotonic() + DEADLINE
+            while mem.vector_status().missing:  # the server's tick embeds what the save journaled
+                assert time.monotonic() < deadline, "the server did not embed the saved records"
+                time.sleep(0.1)
+
+
+# --- the memories it keeps open -----------------------------------------------------------------------
+def test_project_memories_are_bounded_and_closed_when_no_request_holds_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tiermem.agents.residents import Residents
+    from tiermem.errors import StorageError
+    from tiermem.types import Scope
+
+    for key, value in _env().items():
+        monkeypatch.setenv(key, value)
+    with Residents.open(tmp_path / "mem") as residents:
+        residents.max_projects = 1
+        with residents.project(Scope("project-a", "coding")) as first:
+            first.facts.add("Project a uses tabs", "knowledge", 0.9)
+            with residents.project(Scope("project-b", "coding")):
+                assert residents.open_scopes() == ["ada/coding", "project-b/coding"]
+                assert [f.content for f in first.facts.list()] == ["Project a uses tabs"]  # held: still open
+        with pytest.raises(StorageError):
+            first.facts.list()  # evicted and released: closed
+        with residents.project(Scope("project-a", "coding")) as again:
+            assert [f.content for f in again.facts.list()] == ["Project a uses tabs"]
+        assert residents.open_scopes() == ["ada/coding", "project-a/coding"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 MAX_PROJECTS = 8  # project memories kept open (each holds a database connection and a vector index)
 SESSION_LOCKS = 64  # stripes of the per-session locks
 MAX_FIELD_CHARS = 4096  # client, session id, paths
+SAVE_SECONDS = 2.5  # a save in the server starts no new batch after this (the hook waits at most 4 s)
 
 
 @dataclass
@@ -49,6 +51,7 @@ class _Held:
     memory: Memory
     users: int = 0
     evicted: bool = False
+    dreaming: bool = False  # its Deep Dream scheduler was started (by a tick, not by a request)
 
 
 @dataclass(frozen=True)
@@ -98,19 +101,35 @@ class Residents:
         default_factory=lambda: tuple(threading.Lock() for _ in range(SESSION_LOCKS)))
 
     @classmethod
-    def open(cls, root: Path) -> Residents:
-        """The person's memory of ``root`` with its providers built and the embedder warmed."""
+    def open(cls, root: Path, warm_cwd: str | None = None) -> Residents:
+        """The person's memory of ``root`` with its providers built and everything a prompt needs
+        loaded (see :meth:`warm_up`); with ``warm_cwd``, that folder's project memory too."""
         settings = load_settings(root)
         person = Memory(root, user_id=settings.coding_person_name(), agent_name=settings.coding_agent_name)
+        residents = cls(root, settings, person)
         try:
-            person.embedder.embed(["warm up"])  # loads the model now, not on the first prompt
-            _ = person.llm  # a missing API key shows in the server log now
+            residents.warm_up(warm_cwd)
             if person.settings.enabled:
                 person.queue.start()
         except BaseException:
-            person.close()
+            residents.close()
             raise
-        return cls(root, settings, person)
+        return residents
+
+    def warm_up(self, cwd: str | None = None) -> None:
+        """Load now what the first prompt would wait for: the modules of a request, the clients,
+        the tokenizer, the embedding model, the person's vector index (and the project's of ``cwd``)."""
+        from tiermem.agents import inject, save, session_state  # noqa: F401 - imported for their cost
+        from tiermem.agents.clients import client_names
+        from tiermem.tokens import count_tokens
+
+        client_names()
+        count_tokens("warm up")
+        _ = self.person.llm  # a missing API key shows in the server log now
+        self.person.search("warm up", k=1)  # the embedder model and the person's vector index
+        if cwd is not None:
+            with self.project(self.scopes(cwd).project) as project:
+                project.search("warm up", k=1)
 
     # --- the memories ------------------------------------------------------------------------
     def scopes(self, cwd: str) -> CodingScopes:
@@ -160,13 +179,9 @@ class Residents:
 
     def _open_project(self, scope: Scope) -> Memory:
         person = self.person
-        memory = Memory(self.root, llm=person.llm or "none", embedder=person.embedder, clock=person.clock,
-                        user_id=scope.user_id, agent_name=scope.agent_name, queue_replay=False)
-        try:
-            memory.start_dream_scheduler()
-        except Exception:
-            log.warning("no Deep Dream scheduler for %s/%s", scope.user_id, scope.agent_name, exc_info=True)
-        return memory
+        return Memory(self.root, llm=person.llm or "none", embedder=person.embedder, clock=person.clock,
+                      user_id=scope.user_id, agent_name=scope.agent_name, queue_replay=False,
+                      embed_on_write=False)  # a save answers at once; the next tick embeds
 
     def open_scopes(self) -> list[str]:
         with self._lock:
@@ -204,10 +219,10 @@ class Residents:
         scopes = self.scopes(request.cwd)
         with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
             state = SessionState.load(self.root, request.client, request.session_id)
-            report = save_transcript(project, request.client, request.session_id, Path(request.prompt), state)
-            state.save()
+            report = save_transcript(project, request.client, request.session_id, Path(request.prompt), state,
+                                     until=time.monotonic() + SAVE_SECONDS)
         self.person.queue.wake()
-        return {"saved": report}
+        return {"saved": report.to_dict()}
 
     def _person_for(self, scopes: CodingScopes) -> Memory:
         if scopes.person != self.person.scope:  # the settings name one person per root
@@ -228,8 +243,7 @@ class Residents:
                     entry.users += 1
             try:
                 for entry in held:
-                    if entry.memory.embed_pending():
-                        log.info("embedded new items (%s)", entry.memory.scope.user_id)
+                    self._background(entry)
             finally:
                 for entry in held:
                     self._release(entry)
@@ -237,6 +251,18 @@ class Residents:
                 log.info("embedded new items (%s)", self.person.scope.user_id)
         except Exception:
             log.warning("background work failed; the next tick retries", exc_info=True)
+
+    def _background(self, entry: _Held) -> None:
+        memory = entry.memory
+        if not entry.dreaming:
+            entry.dreaming = True
+            try:
+                memory.start_dream_scheduler()
+            except Exception:
+                log.warning("no Deep Dream scheduler for %s/%s", memory.scope.user_id, memory.scope.agent_name,
+                            exc_info=True)
+        if memory.embed_pending():
+            log.info("embedded new items (%s)", memory.scope.user_id)
 
     # --- life cycle --------------------------------------------------------------------------
     def close(self) -> None:

@@ -289,7 +289,7 @@ def _stop_on_signals(stop: threading.Event) -> None:
         signal.signal(sig, handle)
 
 
-def run(root: Path) -> int:
+def run(root: Path, warm_cwd: str | None = None) -> int:
     """The whole life of a server of ``root`` (see the module docstring); the exit status."""
     from filelock import FileLock, Timeout
 
@@ -307,7 +307,7 @@ def run(root: Path) -> int:
         from tiermem.agents.residents import Residents
 
         started = time.monotonic()
-        with Residents.open(files.folder.parent) as residents:
+        with Residents.open(files.folder.parent, warm_cwd) as residents:
             log.info("memories and models ready in %.2f s", time.monotonic() - started)
             serve(residents, files, residents.settings.coding_server_idle_minutes * 60.0, stop)
         return 0
@@ -319,10 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tiermem.agents.server",
                                      description="The resident server of a memory root for coding-agent hooks.")
     parser.add_argument("--root", required=True, help="the memory root")
+    parser.add_argument("--warm-cwd", help="a project folder whose memory to load before serving")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return run(Path(args.root).expanduser().resolve())
+        return run(Path(args.root).expanduser().resolve(), args.warm_cwd)
     except Exception as exc:
         log.exception("the resident server stopped on an error")
         print(f"tiermem: resident server: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -198,8 +198,9 @@ def lock_held(root: str | Path) -> bool:
         os.close(fd)
 
 
-def start_server(root: str | Path) -> None:
-    """Start the server of ``root`` detached (its own session, stdio to ``server.log``); does not wait."""
+def start_server(root: str | Path, warm_cwd: str | None = None) -> None:
+    """Start the server of ``root`` detached (its own session, stdio to ``server.log``); does not
+    wait. ``warm_cwd``: a project folder whose memory the server loads before it serves."""
     import subprocess
 
     files = ServerFiles.of(root)
@@ -210,20 +211,22 @@ def start_server(root: str | Path) -> None:
     log = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC,
                   FILE_MODE)
     try:
-        subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--root", str(files.folder.parent)],
+        warm = ["--warm-cwd", warm_cwd] if warm_cwd and os.path.isabs(warm_cwd) else []
+        subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "--root", str(files.folder.parent), *warm],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=str(files.folder.parent),
                          start_new_session=True, close_fds=True)
     finally:
         os.close(log)
 
 
-def ensure_server(root: str | Path) -> bool:
+def ensure_server(root: str | Path, warm_cwd: str | None = None) -> bool:
     """True when the server of ``root`` answers; otherwise start one (unless one is starting) and
-    return False at once."""
+    return False at once. ``warm_cwd``: the session's folder, whose project memory a new server
+    loads before it serves (so the session's first prompt does not wait for it)."""
     if healthy(root):
         return True
     if not lock_held(root):
-        start_server(root)
+        start_server(root, warm_cwd)
     return False
 
 
@@ -234,7 +237,7 @@ def ask_prompt(root: str | Path, client: str, session_id: str, cwd: str, prompt:
     reply = request(root, "POST", "/prompt",
                     {"client": client, "session_id": session_id, "cwd": cwd, "prompt": prompt}, timeout)
     if reply is None:
-        ensure_server(root)
+        ensure_server(root, cwd)
         return None
     text = reply.get("text")
     if not isinstance(text, str):
@@ -249,5 +252,5 @@ def ask_save(root: str | Path, client: str, session_id: str, cwd: str, transcrip
     reply = request(root, "POST", "/save", {"client": client, "session_id": session_id, "cwd": cwd,
                                             "transcript_path": transcript_path}, timeout)
     if reply is None:
-        ensure_server(root)
+        ensure_server(root, cwd)
     return reply

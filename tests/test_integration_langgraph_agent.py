@@ -109,9 +109,10 @@ def test_the_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
                                ) -> None:
     (code,) = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TIERMEM_EMBEDDER", "hash")  # no model download
+    # the default embedder, as for a reader (issue 22, item 13)
     exec(compile(code, str(DOC), "exec"), {"__name__": "langgraph_doc"})  # noqa: S102 - the documentation
     assert capsys.readouterr().out == "my cat is called Miso\n"
-    with Memory(tmp_path / ".tiermem", embedder="hash") as mem:
+    with Memory(tmp_path / ".tiermem") as mem:
+        assert mem.embedder.model_id.startswith("all-MiniLM-L6-v2")
         found = TiermemStore(mem).search(("ada",), limit=10)
         assert sorted(i.value["text"] for i in found) == ["I am moving to Lisbon in August", "my cat is called Miso"]

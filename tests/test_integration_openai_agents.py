@@ -338,11 +338,10 @@ def test_the_documented_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with FakeLLMServer(_doc_responder) as server:
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("TIERMEM_EMBEDDER", "hash")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the default embedder, as for a reader (issue 22, 13)
         exec(compile(code, str(DOC), "exec"), {"__name__": "__main__"})  # noqa: S102 - our own docs
         assert len(server.requests) == 2
     assert "I will remember that Miso is your cat." in capsys.readouterr().out
-    with Memory(tmp_path / ".tiermem", embedder=HashEmbedder(), user_id="ada") as mem:
+    with Memory(tmp_path / ".tiermem", user_id="ada") as mem:
         assert [f.content for f in mem.facts.list()] == ["The user's cat is called Miso."]
         assert len(TiermemSession(mem, "support-chat-1").get_items_sync()) == 4

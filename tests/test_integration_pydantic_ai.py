@@ -141,13 +141,12 @@ def test_the_documented_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with FakeLLMServer(_doc_responder) as server:
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("TIERMEM_EMBEDDER", "hash")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the default embedder, as for a reader (issue 22, 13)
         exec(compile(code, str(DOC), "exec"), {"__name__": "__main__"})  # noqa: S102 - our own docs
         assert [r.path for r in server.requests] == ["/v1/responses", "/v1/responses"]
     assert "I will remember that Miso is your cat." in capsys.readouterr().out
     assert "You are a helpful assistant." in json.dumps(server.requests[0].body)
-    with Memory(tmp_path / ".tiermem", embedder=HashEmbedder(), user_id="ada") as mem:
+    with Memory(tmp_path / ".tiermem", user_id="ada") as mem:
         assert [f.content for f in mem.facts.list()] == [MISO]
 
 

@@ -5,7 +5,8 @@ order, in an empty working directory (the README's ``./.tiermem``). A block that
 model talks to the local fake OpenAI server through the real ``openai`` client: the test sets
 ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` as a user's shell would; the server answers each
 request by its system prompt (extraction, session summary, Deep Dream) and records it. The
-embedder is the hashing one (``TIERMEM_EMBEDDER=hash``) so that no model is loaded.
+embedder is the default one (the local model), as for a reader, so each example has to show
+what it claims with it (issue 22, item 13).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def run_block(code: str, index: int) -> tuple[dict[str, Any], str]:
 
 def test_the_readme_has_the_quick_start_and_compression_blocks() -> None:
     found = blocks()
-    assert len(found) >= 2
+    assert len(found) == 5  # quick start, compression, LangGraph, OpenAI Agents, Pydantic AI: each checked below
     assert "mem.queue.flush()" in found[0] and "session.end()" in found[0] and "deep_dream" in found[0]
     assert found[0].index("session.end()") < found[0].index("deep_dream")
     assert "result.messages" in found[1] and "big_message_list" not in README.read_text(encoding="utf-8")
@@ -93,7 +94,6 @@ def test_every_python_block_runs_as_written(server: tuple[FakeLLMServer, ByPromp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_BASE_URL", srv.url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-test")
-    monkeypatch.setenv("TIERMEM_EMBEDDER", "hash")
     results = [run_block(code, index) for index, code in enumerate(blocks(), start=1)]
 
     (_, quick_out), (compressed, compress_out) = results[:2]
@@ -108,7 +108,8 @@ def test_every_python_block_runs_as_written(server: tuple[FakeLLMServer, ByPromp
     assert "Facts:\n" in injection and "] Is moving to Lisbon in August" in injection
     assert "Relevant notes:" in injection
 
-    with Memory("./.tiermem", embedder="hash") as mem:
+    with Memory("./.tiermem") as mem:
+        assert mem.embedder.model_id.startswith("all-MiniLM-L6-v2")  # the default embedder answered
         facts = {f.content: f for f in mem.facts.list()}
         assert set(facts) == {"Prefers dark mode", "Is moving to Lisbon in August"}
         assert facts["Is moving to Lisbon in August"].source == "chat-42"
@@ -124,6 +125,11 @@ def test_every_python_block_runs_as_written(server: tuple[FakeLLMServer, ByPromp
     assert compressed["messages"][2]["content"].startswith("[tiermem: output superseded")
     assert compressed["messages"][4]["content"] == "def main():\n    return 0\n" * 40
     assert compressed["result"].messages is compressed["messages"]
+
+    (_, langgraph_out), (_, agents_out), (_, pydantic_out) = results[2:5]  # each prints what its comment says
+    assert langgraph_out == "{'text': \"Ada's cat is called Miso\"}\n"
+    assert agents_out == "[{'role': 'user', 'content': 'My cat is called Miso.'}]\n"
+    assert pydantic_out == "Ada's cat is called Miso.\n"
 
 
 def test_the_readme_names_each_dependency_that_no_deps_leaves_out() -> None:

@@ -265,6 +265,20 @@ def test_the_replay_is_over_before_now_and_ends_as_late_as_it_can(now: str) -> N
     assert min(replay.when(m) for m in SAMPLE).date() == replay.today - timedelta(days=2)
 
 
+def test_the_demo_answers_each_question_with_the_default_embedder(tmp_path: Path) -> None:
+    """The README's first command, as a reader runs it: the local model, not the hashing one
+    (issue 22, item 13). Each answer in the top 3, and by a margin: above the floor by 0.15."""
+    env = {**ENV, "TIERMEM_EMBEDDER": None, "TIERMEM_CACHE_DIR": os.environ["TIERMEM_CACHE_DIR"]}
+    out = run_demo(tmp_path / "store", env)
+    assert "embedder: all-MiniLM-L6-v2" in out and "not in the top 3" not in out
+    with Memory(tmp_path / "store", timezone="UTC") as mem:
+        for question in QUESTIONS:
+            hits = mem.search(question.text, k=3)
+            rank = answer_rank(hits, question.answer)
+            assert rank is not None and hits[rank - 1].score >= mem.search_floor() + 0.15, (question, hits)
+            assert re.search(rf"answer \({re.escape(repr(question.answer))}\) at rank {rank} \(", out), question
+
+
 # --- the scripted model ------------------------------------------------------------------------
 def test_scripted_model_answers_by_what_is_asked_not_by_call_order() -> None:
     model = DemoChatModel()

@@ -49,7 +49,7 @@ class Question:
 QUESTIONS = (
     Question("When is Maya moving to Lisbon?", "Lisbon in August"),
     Question("Which Python version is the invoice service moving to?", "3.12"),
-    Question("Which present did Maya choose for her sister?", "guidebook"),
+    Question("What is the present for Maya's sister?", "guidebook"),
 )
 ENABLE_HINT = ("TIERMEM_LLM=openai:gpt-4o-mini (with OPENAI_API_KEY), or a local model: "
                "TIERMEM_LLM=openai-compatible:llama3.1 TIERMEM_LLM_BASE_URL=http://localhost:11434/v1")

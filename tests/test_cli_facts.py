@@ -68,7 +68,7 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
 
 def _import_into_b(tmp_path: Path, database_url: str | None) -> None:
     code, out = run(tmp_path / "b", "import", str(tmp_path / "dump.json"), "--json", database_url=database_url)
-    assert code == 0 and json.loads(out)["facts"] == 2
+    assert code == 0 and json.loads(out)["rows"]["facts"] == 2
     a = json.loads(run(tmp_path / "a", "facts", "list", "--json")[1])
     b = json.loads(run(tmp_path / "b", "facts", "list", "--json", database_url=database_url)[1])
     assert a == b and len(a) == 2

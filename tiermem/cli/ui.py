@@ -21,8 +21,9 @@ from tiermem.cli.app import cli, state_of
 def ui_command(ctx: click.Context, port: int | None, host: str, token: str | None,
                allow_hosts: tuple[str, ...]) -> None:
     """Serve a local web viewer of this memory: Core (MEMORY.md, its versions with diff, dream
-    diary and rollback), Journal, Facts (search with scores, edit, delete, purge), Prompt (the
-    injection text and system context with token counts), Queue (retry) and LLM Calls.
+    diary and rollback), Journal, Facts (search with scores, edit, delete, purge), Search (every
+    tier, as tiermem search shows it), Prompt (the injection text and system context with token
+    counts), Queue (retry) and LLM Calls.
 
     Binds 127.0.0.1 by default; another --host needs a token (--token or TIERMEM_UI_TOKEN). Host
     and Origin headers are checked, every form carries a CSRF token, stored text is escaped.

@@ -8,13 +8,16 @@ model. Idle exit is tested with ``coding_server_idle_minutes`` set to about a se
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +82,19 @@ def running(root: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
     assert code == 0, server.output()
 
 
+def _stop_detached(pid: int) -> int:
+    """SIGTERM a server this test process started through the client (its child: reaped here, as
+    init reaps it when the hook that started it has exited); its exit status."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        assert time.monotonic() < deadline, "the server did not stop"
+        time.sleep(0.05)
+
+
 def _raw(port: int, method: str, path: str, headers: dict[str, str], body: bytes | None = None
          ) -> tuple[int, dict[str, Any]]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
@@ -116,6 +132,60 @@ def test_no_server_is_none_and_no_file_is_written_by_asking(tmp_path: Path) -> N
     assert read_info(root) is None
 
 
+def _fake_server(root: Path, answer: bytes | None) -> socket.socket:
+    """A listener named in ``server.json`` (this process's pid) that answers ``answer`` to any
+    request, or never (``None``)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    files = ServerFiles.of(root)
+    files.make_folder()
+    files.token.write_text("t" * 64)
+    files.info.write_text(json.dumps({"port": listener.getsockname()[1], "pid": os.getpid(), "started": 0}))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                if answer is not None:
+                    connection.sendall(answer)
+                else:
+                    connection.recv(1)  # until the client gives up
+    threading.Thread(target=serve, daemon=True).start()
+    return listener
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (None, "did not answer"),
+    (b"garbage", "not HTTP"),
+    (b"HTTP/1.0 200 OK\r\n\r\nnot json", "no JSON object"),
+    (b'HTTP/1.0 500 Internal\r\n\r\n{"error": "X", "message": "it broke"}', "status 500: it broke"),
+])
+def test_a_server_that_errs_or_stalls_is_a_server_error(tmp_path: Path, answer: bytes | None, message: str) -> None:
+    root = tmp_path / "mem"
+    with _fake_server(root, answer):
+        started = time.monotonic()
+        with pytest.raises(ServerError, match=message):
+            server_client.ask_prompt(root, "claude-code", "s", "/tmp", "hi", timeout=0.3)
+        assert time.monotonic() - started < 0.3 + 1.0
+
+
+def test_a_dead_server_is_none_and_a_new_one_is_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "mem"
+    for key, value in _env().items():
+        monkeypatch.setenv(key, value)
+    files = ServerFiles.of(root)
+    files.make_folder()
+    files.info.write_text(json.dumps({"port": 1, "pid": 2**22 + 12345, "started": 0}))  # no such process
+    assert server_client.ask_prompt(root, "claude-code", "s", str(tmp_path), "hi") is None
+    deadline = time.monotonic() + START_DEADLINE
+    while not server_client.healthy(root):
+        assert time.monotonic() < deadline, files.log.read_text(errors="replace")
+        time.sleep(0.05)
+    info = read_info(root)
+    assert info is not None
+    assert _stop_detached(info.pid) == 0
+
+
 # --- start, files, second server, stop ------------------------------------------------------------
 def test_ensure_server_starts_one_detached_that_publishes_private_files(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,11 +210,8 @@ def test_ensure_server_starts_one_detached_that_publishes_private_files(tmp_path
         reply = server_client.request(root, "GET", "/health")
         assert reply is not None and reply["ok"] is True and reply["pid"] == info.pid
     finally:
-        os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + DEADLINE
-    while server_client.pid_alive(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert read_info(root) is None and not ServerFiles.of(root).token.exists()
+        code = _stop_detached(info.pid)
+    assert code == 0 and read_info(root) is None and not ServerFiles.of(root).token.exists()
 
 
 def test_a_second_server_exits_at_once_while_the_first_lives(tmp_path: Path) -> None:
@@ -213,7 +280,7 @@ def test_bad_requests_get_typed_answers(tmp_path: Path) -> None:
             {"client": "claude-code", "session_id": "s", "cwd": "relative/dir", "prompt": "hi"}).encode())
         assert status == 400 and "absolute" in body["message"]
         with pytest.raises(ServerError, match="status 400"):
-            server_client.ask_prompt(root, "claude-code", "s", "relative", "hi")
+            server_client.ask_prompt(root, "claude-code", "s", "relative", "hi", timeout=DEADLINE)
         assert server_client.healthy(root)
 
 
@@ -316,13 +383,17 @@ def test_prompt_answers_with_the_relevant_fact_once_per_session(tmp_path: Path) 
     repo.mkdir()
     _fill(root, repo, "hash")
     with running(root):
-        text = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "where does the billing API live?")
+        text = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "where does the billing API live?",
+                                          timeout=DEADLINE)
         assert text is not None and "services/ledgerd" in text
-        again = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "where does the billing API live?")
+        again = server_client.ask_prompt(root, "claude-code", "s1", str(repo), "where does the billing API live?",
+                                          timeout=DEADLINE)
         assert again is not None and "services/ledgerd" not in again  # given already in this session
-        other = server_client.ask_prompt(root, "claude-code", "s2", str(repo), "billing API location")
+        other = server_client.ask_prompt(root, "claude-code", "s2", str(repo), "billing API location",
+                                         timeout=DEADLINE)
         assert other is not None and "services/ledgerd" in other
-        assert server_client.ask_prompt(root, "claude-code", "s3", str(repo), "qqqq zzzz wwww") == ""
+        assert server_client.ask_prompt(root, "claude-code", "s3", str(repo), "qqqq zzzz wwww",
+                                        timeout=DEADLINE) == ""
 
 
 def test_prompt_with_the_default_local_embedder(tmp_path: Path) -> None:
@@ -363,9 +434,9 @@ def test_save_in_the_server_journals_once_and_embeds_in_the_background(tmp_path:
     _claude_transcript(transcript, "s1", [("user", "The deploy script lives in tools/shipit.sh"),
                                           ("assistant", "Noted, tools/shipit.sh it is.")])
     with running(root):
-        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript))
+        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript), DEADLINE)
         assert reply is not None and reply["saved"]["read"] == 2 and reply["saved"]["journaled"] == 2
-        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript))
+        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript), DEADLINE)
         assert reply is not None and reply["saved"]["read"] == 0
         with Memory(root, embedder="hash", user_id=project_user, agent_name="coding", queue_replay=False,
                     embed_on_write=False) as mem:

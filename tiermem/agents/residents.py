@@ -25,6 +25,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MAX_PROJECTS = 8  # project memories kept open (each holds a database connection and a vector index)
 SESSION_LOCKS = 64  # stripes of the per-session locks
+MAX_WARMING = 16  # project folders waiting to be loaded (POST /warm); more are not queued
 MAX_FIELD_CHARS = 4096  # client, session id, paths
 SAVE_SECONDS = 2.5  # a save in the server starts no new batch after this (the hook waits at most 4 s)
 
@@ -99,6 +101,9 @@ class Residents:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _session_locks: tuple[threading.Lock, ...] = field(
         default_factory=lambda: tuple(threading.Lock() for _ in range(SESSION_LOCKS)))
+    _warming: set[str] = field(default_factory=set)
+    _warmer: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tiermem-agents-warm"))
 
     @classmethod
     def open(cls, root: Path, warm_cwd: str | None = None) -> Residents:
@@ -115,6 +120,30 @@ class Residents:
             residents.close()
             raise
         return residents
+
+    def warm(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``POST /warm {cwd}``: load that folder's project memory in the background (a session
+        starts there: its first prompt should not wait for it); answers at once."""
+        cwd = _field(payload, "cwd")
+        if not Path(cwd).is_absolute():
+            raise InvalidInput(f"cwd must be an absolute path, got {cwd!r}")
+        with self._lock:
+            queued = cwd not in self._warming and len(self._warming) < MAX_WARMING
+            if queued:
+                self._warming.add(cwd)
+        if queued:
+            self._warmer.submit(self._warm_project, cwd)
+        return {"queued": queued}
+
+    def _warm_project(self, cwd: str) -> None:
+        try:
+            with self.project(self.scopes(cwd).project) as project:
+                project.search("warm up", k=1)
+        except Exception:
+            log.warning("could not load the project memory of %s", cwd, exc_info=True)
+        finally:
+            with self._lock:
+                self._warming.discard(cwd)
 
     def warm_up(self, cwd: str | None = None) -> None:
         """Load now what the first prompt would wait for: the modules of a request, the clients,
@@ -267,6 +296,7 @@ class Residents:
     # --- life cycle --------------------------------------------------------------------------
     def close(self) -> None:
         """Close every memory (the person's last: its queue drains for ``shutdown_flush_seconds``)."""
+        self._warmer.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             projects = [held.memory for held in self._projects.values()]
             self._projects.clear()

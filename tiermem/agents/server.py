@@ -29,7 +29,9 @@ reach it from a browser. Endpoints, JSON in and out:
 - ``POST /prompt`` ``{client, session_id, cwd, prompt}`` -> ``{"text"}``: the memory relevant to
   the prompt not given before in the session (``""`` when there is none);
 - ``POST /save`` ``{client, session_id, cwd, transcript_path}`` -> what the save did: the
-  transcript's new messages journaled in the project scope and queued for extraction.
+  transcript's new messages journaled in the project scope and queued for extraction;
+- ``POST /warm`` ``{cwd}`` -> ``{"queued"}``: load that folder's project memory in the background
+  (a session starts there), answered at once.
 
 Errors: ``400`` bad input, ``401`` token, ``404``/``405`` path/method, ``411``/``413`` body length,
 ``421`` Host, ``500`` anything else (``{"error": type, "message"}``).
@@ -179,7 +181,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if answer.status == 401:
             self.send_header("WWW-Authenticate", 'Bearer realm="tiermem"')
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the hook gave up waiting (its budget)
+            log.info("%s %s: the client left before the answer", self.command, self.path)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the standard library's name
         log.debug("%s " + format, self.address_string(), *args)
@@ -256,7 +261,7 @@ def routes_for(residents: Residents, token: str) -> Routes:
         return {"ok": True, "pid": os.getpid(), "root": str(residents.root), "scopes": residents.open_scopes()}
 
     return Routes(token, {("GET", "/health"): health, ("POST", "/prompt"): residents.prompt,
-                          ("POST", "/save"): residents.save})
+                          ("POST", "/save"): residents.save, ("POST", "/warm"): residents.warm})
 
 
 def serve(residents: Residents, files: ServerFiles, idle_seconds: float, stop: threading.Event) -> None:

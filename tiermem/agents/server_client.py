@@ -18,10 +18,11 @@ too late raises :class:`ServerError`.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
+import socket
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,8 @@ def pid_alive(pid: int) -> bool:
 def request(root: str | Path, method: str, path: str, body: dict[str, Any] | None = None,
             timeout: float = PROMPT_TIMEOUT) -> dict[str, Any] | None:
     """One JSON request to the server of ``root``: its JSON reply; ``None`` when no server is there
-    (no ``server.json``, its process gone, nothing listening). :class:`ServerError` otherwise."""
+    (no ``server.json``, its process gone, nothing listening). :class:`ServerError` otherwise,
+    also when the whole exchange takes longer than ``timeout`` seconds."""
     files = ServerFiles.of(root)
     info = read_info(root)
     if info is None or not pid_alive(info.pid):
@@ -132,22 +134,42 @@ def request(root: str | Path, method: str, path: str, body: dict[str, Any] | Non
         token = files.token.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
-    data = None if body is None else json.dumps(body).encode("utf-8")
-    headers = {"Authorization": f"Bearer {token}", "Host": f"127.0.0.1:{info.port}"}
-    if data is not None:
-        headers["Content-Type"] = "application/json"
-    connection = http.client.HTTPConnection("127.0.0.1", info.port, timeout=timeout)
+    data = b"" if body is None else json.dumps(body).encode("utf-8")
+    head = (f"{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{info.port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
     try:
-        connection.request(method, path, body=data, headers=headers)
-        response = connection.getresponse()
-        raw = response.read(MAX_REPLY_BYTES + 1)
+        raw = _exchange(info.port, head.encode("latin-1") + data, timeout)
     except ConnectionRefusedError:
         return None  # the process named is not (or no longer) our server
-    except (OSError, http.client.HTTPException) as exc:
+    except OSError as exc:
         raise ServerError(f"the resident server did not answer {method} {path} in {timeout:g} s: {exc}") from exc
-    finally:
-        connection.close()
-    return _reply(method, path, response.status, raw)
+    status, _, reply = raw.partition(b"\r\n\r\n")
+    parts = status.split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        raise ServerError(f"the resident server's answer to {method} {path} is not HTTP")
+    return _reply(method, path, int(parts[1]), reply)
+
+
+def _exchange(port: int, message: bytes, timeout: float) -> bytes:
+    """Send one HTTP/1.0 request and read the answer until the server closes the connection (the
+    standard library's ``http.client`` would cost the hook tens of milliseconds of imports)."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(message)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out")
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES + 65536:
+                raise ServerError(f"the resident server's answer is over {MAX_REPLY_BYTES} bytes")
+            chunks.append(chunk)
 
 
 def _reply(method: str, path: str, status: int, raw: bytes) -> dict[str, Any]:
@@ -222,8 +244,12 @@ def start_server(root: str | Path, warm_cwd: str | None = None) -> None:
 def ensure_server(root: str | Path, warm_cwd: str | None = None) -> bool:
     """True when the server of ``root`` answers; otherwise start one (unless one is starting) and
     return False at once. ``warm_cwd``: the session's folder, whose project memory a new server
-    loads before it serves (so the session's first prompt does not wait for it)."""
+    loads before it serves, and a running one in the background (``POST /warm``), so the
+    session's first prompt does not wait for it."""
     if healthy(root):
+        if warm_cwd:
+            with contextlib.suppress(ServerError):
+                request(root, "POST", "/warm", {"cwd": warm_cwd}, HEALTH_TIMEOUT)
         return True
     if not lock_held(root):
         start_server(root, warm_cwd)

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 Origin = Literal["user", "extraction", "import"]
 MAX_SOURCE_CHARS = 256
+MAX_PAGE = 10_000  # facts per page() call
 FactListener = Callable[[str, Fact], None]  # ("added" | "updated" | "deleted", fact)
 BatchListener = Callable[[list[tuple[str, Fact]]], None]  # every (event, fact) of one commit
 
@@ -272,8 +273,22 @@ class FactStore:
             validate.category(category)
         return self.repo.list(self.scope, category)
 
-    def count(self) -> int:
-        return self.repo.count(self.scope)
+    def page(self, category: str | None = None, *, limit: int = 100, offset: int = 0) -> builtins.list[Fact]:
+        """``limit`` facts of the scope (of ``category``) from ``offset``: highest confidence
+        first, the newest first among equal ones. Any page costs about the same however many
+        facts the scope holds (the order is an index's; :meth:`list`'s older-first ties are not)."""
+        if category is not None:
+            validate.category(category)
+        validate.positive_int(limit, "limit", MAX_PAGE)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be an integer >= 0, got {offset!r}")
+        return self.repo.page(self.scope, category, limit, offset)
+
+    def count(self, category: str | None = None) -> int:
+        """How many facts the scope holds (of ``category``)."""
+        if category is not None:
+            validate.category(category)
+        return self.repo.count(self.scope, category)
 
     # --- update / delete -------------------------------------------------------------------
     def update(

@@ -153,10 +153,25 @@ class FactRepository:
         sql += " ORDER BY confidence DESC, created_at ASC, id ASC"
         return [_fact(row) for row in self.db.conn.execute(sql, args)]
 
-    def count(self, scope: Scope) -> int:
-        row = self.db.conn.execute(
-            "SELECT COUNT(*) FROM facts WHERE user_id = ? AND agent_name = ?", (scope.user_id, scope.agent_name)
-        ).fetchone()
+    def page(self, scope: Scope, category: str | None, limit: int, offset: int) -> builtins.list[Fact]:
+        """``limit`` facts from ``offset`` in the order of the index ``facts_scope_rank`` (with a
+        category: ``facts_scope_category``) walked backwards: highest confidence first, the newest
+        first among equal ones. A page is one walk of the index, never a sort of the whole scope
+        (``list``'s order is not the index's)."""
+        sql = f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? AND agent_name = ?"
+        args: list[Any] = [scope.user_id, scope.agent_name]
+        if category is not None:
+            sql += " AND category = ?"
+            args.append(category)
+        sql += " ORDER BY confidence DESC, created_at DESC, rowid DESC LIMIT ? OFFSET ?"
+        return [_fact(row) for row in self.db.conn.execute(sql, [*args, limit, offset])]
+
+    def count(self, scope: Scope, category: str | None = None) -> int:
+        sql, args = "SELECT COUNT(*) FROM facts WHERE user_id = ? AND agent_name = ?", [scope.user_id, scope.agent_name]
+        if category is not None:
+            sql += " AND category = ?"
+            args.append(category)
+        row = self.db.conn.execute(sql, args).fetchone()
         return int(row[0])
 
     def lowest(self, scope: Scope) -> Fact | None:

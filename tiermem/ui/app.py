@@ -59,7 +59,7 @@ ACTIONS: dict[str, tuple[str, Action]] = {
 }
 MAX_FORM_BYTES = 1_000_000
 #: form fields carried back to the page after a change (form name -> query name)
-_KEPT = (("q", "q"), ("category_filter", "category"))
+_KEPT = (("q", "q"), ("category_filter", "category"), ("page", "page"))
 
 
 class Viewer:

@@ -334,8 +334,14 @@ def _outbox_first_position(conn: Any) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN first_position BIGINT NOT NULL DEFAULT 0")
 
 
+def _facts_scope_category(conn: Any) -> None:
+    """Step 9 (issue 22): the facts of a scope by category, as SQLite's step 17."""
+    conn.execute("CREATE INDEX facts_scope_category ON facts (user_id, agent_name, category, confidence, created_at,"
+                 " rowid)")
+
+
 MIGRATIONS: list[Migration] = [_base, _search, _files, _partial_vector_index, _store_items, _session_items, _call_log,
-                               _outbox_first_position]
+                               _outbox_first_position, _facts_scope_category]
 
 
 def version(conn: Any) -> int:

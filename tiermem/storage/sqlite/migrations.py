@@ -477,6 +477,7 @@ MIGRATIONS: list[Migration] = [
     steps_late.session_items,
     steps_late.call_log,
     steps_late.outbox_first_position,
+    steps_late.facts_scope_category,
 ]
 
 

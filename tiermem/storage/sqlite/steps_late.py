@@ -152,3 +152,12 @@ def outbox_first_position(conn: sqlite3.Connection) -> None:
     coding-agent hook queues only what its transcript added since its last read); the items queued
     before this step held the thread from its start: 0."""
     run_script(conn, "ALTER TABLE outbox ADD COLUMN first_position INTEGER NOT NULL DEFAULT 0;")
+
+
+def facts_scope_category(conn: sqlite3.Connection) -> None:
+    """Step 17 (issue 22): the facts of a scope by category, then in ``facts_scope_rank``'s order, so
+    one category's page of the viewer's Facts list (``FactRepository.page``) and its count read that
+    category's entries only, not every fact of the scope (about +4% CPU per fact written without
+    embedding, measured with ``add_many``)."""
+    run_script(conn, "CREATE INDEX facts_scope_category ON facts (user_id, agent_name, category, confidence,"
+                     " created_at);")

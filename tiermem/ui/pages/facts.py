@@ -2,7 +2,8 @@
 
 With a query the facts come from :meth:`Memory.search` (``tier="fact"``), each with its score and
 what made it (``SearchHit.extra``: ``keyword`` coverage, ``vector`` cosine and, with a recency
-half-life, the ``recency`` factor that reordered it). Without one, :meth:`FactStore.list`.
+half-life, the ``recency`` factor that reordered it). Without one, :meth:`FactStore.page`: highest
+confidence first, newest first among equal ones, :data:`PAGE_SIZE` facts a page (``page``, from 1).
 Every change goes through the library: ``facts.update`` / ``facts.delete`` (validation,
 redaction, audit) and ``Memory.purge`` (erased for good).
 """
@@ -18,6 +19,7 @@ from tiermem.types import CATEGORIES, Fact, SearchHit
 from tiermem.ui.html import View, esc, form, hidden, table
 
 DEFAULT_K = 50
+PAGE_SIZE = 100
 _WHY = (("keyword", "keyword"), ("vector", "vector"), ("recency", "recency"))
 
 
@@ -50,13 +52,29 @@ def render(view: View) -> str:
         summary = (f"<p class=muted>{len(rows)} hits for {esc(q)} (floor {shown_floor:.3f}; "
                    "score = evidence: keyword coverage and cosine, blended)</p>")
     else:
-        listed = mem.facts.list(category)
-        rows = [_row(view, fact, None) for fact in listed]
-        summary = f"<p class=muted>{len(rows)} facts in {esc(view.user)}/{esc(view.agent)}</p>"
+        rows, summary = _listed(view, category)
     headers = ["fact", "category", "confidence", "created / updated", *(["score", "what made it"] if q else []),
                "change"]
     body = table(headers, rows, "facts") if rows else "<p class=muted>Nothing found.</p>"
     return _filters(view) + summary + body
+
+
+def _listed(view: View, category: str | None) -> tuple[list[list[str]], str]:
+    """One page of the scope's facts (a page past the last shows the last) and the line above it."""
+    total = view.mem.facts.count(category)
+    pages = max(1, -(-total // PAGE_SIZE))
+    number = min(validate.whole_number(view.param("page", "1"), "page", 1), pages)
+    listed = view.mem.facts.page(category, limit=PAGE_SIZE, offset=(number - 1) * PAGE_SIZE)
+    rows = [_row(view, fact, None) for fact in listed]
+    where = f"{total} facts in {esc(view.user)}/{esc(view.agent)}"
+    if pages == 1:
+        return rows, f"<p class=muted>{where}</p>"
+    first = (number - 1) * PAGE_SIZE + 1
+    links = [f'<a href="{view.url("/facts", category=category, page=n)}">{label}</a>'
+             for n, label in ((1, "first"), (number - 1, "previous"), (number + 1, "next"), (pages, "last"))
+             if 1 <= n <= pages and n != number]
+    return rows, (f"<p class=muted>{where}; {first}-{first + len(rows) - 1} shown (page {number} of {pages})</p>"
+                  f"<p class=pages>{' · '.join(links)}</p>")
 
 
 def _row(view: View, fact: Fact, hit: SearchHit | None) -> list[str]:
@@ -73,7 +91,8 @@ def _row(view: View, fact: Fact, hit: SearchHit | None) -> list[str]:
 
 def _controls(view: View, fact: Fact) -> str:
     options = "".join(f'<option{" selected" if c == fact.category else ""}>{esc(c)}</option>' for c in CATEGORIES)
-    keep = hidden("id", fact.id) + hidden("q", view.param("q")) + hidden("category_filter", view.param("category"))
+    keep = (hidden("id", fact.id) + hidden("q", view.param("q")) + hidden("category_filter", view.param("category"))
+            + hidden("page", view.param("page")))
     edit = form(view, "/facts/edit", keep + f'<textarea name=content aria-label=content>{esc(fact.content)}</textarea>'
                 f"<select name=category aria-label=category>{options}</select>"
                 f'<input name=confidence value="{fact.confidence:.2f}" size=4 aria-label=confidence>', "Save",

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -424,7 +424,7 @@ def _claude_transcript(path: Path, session: str, texts: list[tuple[str, str]]) -
 
 
 @pytest.mark.usefixtures("backend")
-def test_save_in_the_server_journals_once_and_embeds_in_the_background(tmp_path: Path) -> None:
+def test_save_in_the_server_after_the_answer_journals_once_and_embeds_in_the_background(tmp_path: Path) -> None:
     from tiermem import Memory
 
     root, repo = tmp_path / "mem", tmp_path / "repo"
@@ -433,18 +433,52 @@ def test_save_in_the_server_journals_once_and_embeds_in_the_background(tmp_path:
     transcript = tmp_path / "s1.jsonl"
     _claude_transcript(transcript, "s1", [("user", "The deploy script lives in tools/shipit.sh"),
                                           ("assistant", "Noted, tools/shipit.sh it is.")])
-    with running(root):
-        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript), DEADLINE)
-        assert reply is not None and reply["saved"]["read"] == 2 and reply["saved"]["journaled"] == 2
-        reply = server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript), DEADLINE)
-        assert reply is not None and reply["saved"]["read"] == 0
+    with running(root) as server:
+        assert server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript), DEADLINE) == {
+            "accepted": True}
+        _wait_for(lambda: "saved claude-code-s1: 2 messages read, 2 journaled" in server.output(), server)
+        assert server_client.ask_save(root, "claude-code", "s1", str(repo), str(transcript), DEADLINE) == {
+            "accepted": True}
+        _wait_for(lambda: "saved claude-code-s1: 0 messages read, 0 journaled" in server.output(), server)
         with Memory(root, embedder="hash", user_id=project_user, agent_name="coding", queue_replay=False,
                     embed_on_write=False) as mem:
             assert mem.daily.read().count("tools/shipit.sh") == 2
-            deadline = time.monotonic() + DEADLINE
-            while mem.vector_status().missing:  # the server's tick embeds what the save journaled
-                assert time.monotonic() < deadline, "the server did not embed the saved records"
-                time.sleep(0.1)
+            _wait_for(lambda: not mem.vector_status().missing, server)  # the server's tick embeds them
+        with pytest.raises(ServerError, match="transcript_path must be an absolute path"):
+            server_client.ask_save(root, "claude-code", "s1", str(repo), "s1.jsonl", DEADLINE)
+
+
+def _wait_for(check: Callable[[], bool], server: Server) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not check():
+        assert time.monotonic() < deadline, server.output()
+        time.sleep(0.1)
+
+
+def test_background_saves_merge_a_waiting_session_and_run_it_again_after_a_running_one() -> None:
+    from tiermem.agents.background_saves import BackgroundSaves
+
+    done: list[str] = []
+    started, gate = threading.Event(), threading.Event()
+
+    def run(request: str) -> None:
+        if request == "a1":
+            started.set()
+            gate.wait(DEADLINE)
+        done.append(request)
+
+    saves: BackgroundSaves[str] = BackgroundSaves(run, max_sessions=2)
+    assert saves.submit("a", "a1")
+    assert started.wait(DEADLINE)  # a1 runs
+    assert saves.submit("a", "a2")  # a once more after it
+    assert saves.submit("b", "b1")
+    assert saves.submit("a", "a3")  # merged into a2 (the latest wins), which keeps its place before b
+    assert not saves.submit("c", "c1")  # a and b wait: full
+    gate.set()
+    assert saves.wait_idle(DEADLINE)
+    assert done == ["a1", "a3", "b1"]
+    saves.close()
+    assert not saves.submit("a", "a4")
 
 
 # --- the memories it keeps open -----------------------------------------------------------------------

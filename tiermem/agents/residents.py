@@ -12,7 +12,8 @@
 
 Requests: :meth:`Residents.prompt` (the relevant memory for a prompt, via
 :func:`tiermem.agents.inject.prompt_context`, not given before in the session) and
-:meth:`Residents.save` (the hooks' save, :mod:`tiermem.agents.save`, done here). A session's state
+:meth:`Residents.save` (the hooks' save, :mod:`tiermem.agents.save`, done here after the
+answer, :mod:`tiermem.agents.background_saves`). A session's state
 file is read and written under a lock of that session, so two requests of one session do not
 lose each other's "given" ids.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from tiermem import validate
+from tiermem.agents.background_saves import BackgroundSaves
 from tiermem.agents.project import CodingScopes, coding_scopes
 from tiermem.config import Settings, load_settings
 from tiermem.errors import InvalidInput
@@ -45,7 +46,6 @@ MAX_PROJECTS = 8  # project memories kept open (each holds a database connection
 SESSION_LOCKS = 64  # stripes of the per-session locks
 MAX_WARMING = 16  # project folders waiting to be loaded (POST /warm); more are not queued
 MAX_FIELD_CHARS = 4096  # client, session id, paths
-SAVE_SECONDS = 2.5  # a save in the server starts no new batch after this (the hook waits at most 4 s)
 
 
 @dataclass
@@ -102,8 +102,12 @@ class Residents:
     _session_locks: tuple[threading.Lock, ...] = field(
         default_factory=lambda: tuple(threading.Lock() for _ in range(SESSION_LOCKS)))
     _warming: set[str] = field(default_factory=set)
+    _saves: BackgroundSaves[PromptRequest] = field(init=False)
     _warmer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tiermem-agents-warm"))
+
+    def __post_init__(self) -> None:
+        self._saves = BackgroundSaves(self._save)
 
     @classmethod
     def open(cls, root: Path, warm_cwd: str | None = None) -> Residents:
@@ -239,19 +243,31 @@ class Residents:
         return {"text": text}
 
     def save(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Journal the transcript's new messages in the project scope and queue them (no LLM call
-        here: the queue's worker extracts them later)."""
+        """``{"accepted"}``: the save (the transcript's new messages journaled in the project scope
+        and queued for extraction) is done after the answer, on the saves thread; ``False`` when
+        too many sessions wait (the hook then saves by itself)."""
         request = _request(payload, "transcript_path")
+        if not Path(request.prompt).is_absolute():
+            raise InvalidInput(f"transcript_path must be an absolute path, got {request.prompt!r}")
+        return {"accepted": self._saves.submit((request.client, request.session_id), request)}
+
+    def _save(self, request: PromptRequest) -> None:
+        """One save (see :mod:`tiermem.agents.save`); a failure is a line in the hook log."""
+        from tiermem.agents import hook_log
         from tiermem.agents.save import save_transcript
         from tiermem.agents.session_state import SessionState
 
-        scopes = self.scopes(request.cwd)
-        with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
-            state = SessionState.load(self.root, request.client, request.session_id)
-            report = save_transcript(project, request.client, request.session_id, Path(request.prompt), state,
-                                     until=time.monotonic() + SAVE_SECONDS)
-        self.person.queue.wake()
-        return {"saved": report.to_dict()}
+        try:
+            with self.project(self.scopes(request.cwd).project) as project, \
+                    self.session_lock(request.client, request.session_id):
+                state = SessionState.load(self.root, request.client, request.session_id)
+                report = save_transcript(project, request.client, request.session_id, Path(request.prompt), state)
+            log.info("saved %s: %d messages read, %d journaled", report.conversation, report.read, report.journaled)
+            self.person.queue.wake()
+        except Exception as exc:
+            log.warning("saving %s-%s failed", request.client, request.session_id, exc_info=True)
+            hook_log.write(self.root, request.client, "save (resident server)", request.session_id,
+                           f"{type(exc).__name__}: {exc}")
 
     def _person_for(self, scopes: CodingScopes) -> Memory:
         if scopes.person != self.person.scope:  # the settings name one person per root
@@ -296,6 +312,7 @@ class Residents:
     # --- life cycle --------------------------------------------------------------------------
     def close(self) -> None:
         """Close every memory (the person's last: its queue drains for ``shutdown_flush_seconds``)."""
+        self._saves.close()  # what was accepted is written
         self._warmer.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             projects = [held.memory for held in self._projects.values()]

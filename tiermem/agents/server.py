@@ -28,8 +28,10 @@ reach it from a browser. Endpoints, JSON in and out:
 - ``GET /health`` -> ``{"ok": true, "pid", "root", "scopes"}``;
 - ``POST /prompt`` ``{client, session_id, cwd, prompt}`` -> ``{"text"}``: the memory relevant to
   the prompt not given before in the session (``""`` when there is none);
-- ``POST /save`` ``{client, session_id, cwd, transcript_path}`` -> what the save did: the
-  transcript's new messages journaled in the project scope and queued for extraction;
+- ``POST /save`` ``{client, session_id, cwd, transcript_path}`` -> ``{"accepted"}``: the
+  transcript's new messages are journaled in the project scope and queued for extraction after
+  the answer (:mod:`tiermem.agents.background_saves`), so a stop hook does not wait for a long
+  transcript; ``false`` when too many sessions wait (the hook saves by itself);
 - ``POST /warm`` ``{cwd}`` -> ``{"queued"}``: load that folder's project memory in the background
   (a session starts there), answered at once.
 

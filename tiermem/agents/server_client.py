@@ -39,7 +39,7 @@ MAX_LOG_BYTES = 1 << 20  # server.log is moved to server.log.1 past this size wh
 MAX_REPLY_BYTES = 4 << 20
 HEALTH_TIMEOUT = 0.5  # seconds for /health: the server answers it without touching the store
 PROMPT_TIMEOUT = 0.8  # inside the prompt hook's 1 s budget
-SAVE_TIMEOUT = 4.0  # inside the save hooks' 5 s budget
+SAVE_TIMEOUT = 1.0  # the server answers a save at once (it saves after the answer)
 SERVER_MODULE = "tiermem.agents.server"
 
 
@@ -273,8 +273,9 @@ def ask_prompt(root: str | Path, client: str, session_id: str, cwd: str, prompt:
 
 def ask_save(root: str | Path, client: str, session_id: str, cwd: str, transcript_path: str,
              timeout: float = SAVE_TIMEOUT) -> dict[str, Any] | None:
-    """Have the server journal the transcript's new lines and queue them (its reply: what the save
-    did); ``None`` when no server is there (one is started)."""
+    """Hand the save of the transcript's new messages (journal, queue) to the server, which does
+    it after answering: ``{"accepted": True}``; ``{"accepted": False}`` when it is too busy and
+    ``None`` when no server is there (one is started): then the hook saves by itself."""
     reply = request(root, "POST", "/save", {"client": client, "session_id": session_id, "cwd": cwd,
                                             "transcript_path": transcript_path}, timeout)
     if reply is None:

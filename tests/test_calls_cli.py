@@ -81,6 +81,8 @@ def test_table_and_bad_filters(logged: Path) -> None:
     assert "custom:ScriptedChatModel" in out and "extraction" in out
     assert "[1] ProviderError: gateway down" in out and "[2] the reply contains no JSON object" in out
     assert "3 rows:" in out and "$0.00" in out
+    code, out = run(logged, "calls", "--limit", "1")
+    assert code == 0 and "1 row:" in out, out  # not "1 rows" (issue 22, item 20)
     code, out = run(logged, "calls", "--since", "last tuesday")
     assert code == 1 and "since" in out
     code, out = run(logged, "calls", "--outcome", "meh")

@@ -240,13 +240,13 @@ def test_an_index_merely_behind_the_files_is_a_notice_not_damage(store: Path) ->
         handle.write("- 10:00 A note written by hand\n")
     report = check(store)
     assert report.exit_code == 0 and report.problems == []
-    assert any("behind 1 files (memory/" in n and "run `tiermem reindex`" in n for n in report.notices)
+    assert any("behind 1 file (memory/" in n and "run `tiermem reindex`" in n for n in report.notices)
 
 
 def test_an_index_that_disagrees_with_a_file_it_claims_is_damage_and_repaired(store: Path) -> None:
     sql(store, "UPDATE chunks SET text = 'something else' WHERE tier = 'daily'")
     report = check(store)
-    assert report.exit_code == 1 and "search index disagrees with 1 files" in report.problems[0]
+    assert report.exit_code == 1 and "search index disagrees with 1 file it claims" in report.problems[0]
     result = repair(store, embedder=HashEmbedder(), clock=FakeClock(NOW))
     assert result.ok and not result.rebuilt and any("rebuilt the search index" in a for a in result.actions)
     with open_mem(store) as mem:
@@ -273,9 +273,9 @@ def _lose_a_vector_and_wait_for_another(conn: Any) -> None:
 
 def _vectors_found(report: DoctorReport) -> None:
     assert report.exit_code == 1 and "vectors" in report.checked
-    assert report.problems == [f"1 search items have no vector for {HashEmbedder().model_id}, the store's embedder "
+    assert report.problems == [f"1 search item has no vector for {HashEmbedder().model_id}, the store's embedder "
                                "model, so vector search cannot find them (default/default: 1): run `tiermem reindex`"]
-    assert "1 search items have no vector yet: the next search embeds them" in report.notices
+    assert "1 search item has no vector yet: the next search embeds it" in report.notices
 
 
 def test_items_without_a_vector_of_the_stores_model_are_reported(store: Path) -> None:
@@ -295,7 +295,7 @@ def test_a_stuck_queue_claim_is_a_problem_and_repair_hands_it_back(store: Path) 
                " claimed_by, claimed_at, lease_until) VALUES ('t1', 'default', 'default', '[]', 'processing', ?, ?,"
                " 'elsewhere:1/x', ?, ?)", (expired, expired, expired, expired))
     report = check(store, clock=FakeClock(NOW))
-    assert report.exit_code == 1 and "1 queue items are stuck in processing" in report.problems[0]
+    assert report.exit_code == 1 and "1 queue item is stuck in processing" in report.problems[0]
     live = check(store, clock=FakeClock(NOW - timedelta(hours=2)))  # the lease still runs: not stuck
     assert live.exit_code == 0
     result = repair(store, embedder=HashEmbedder(), clock=FakeClock(NOW))
@@ -313,11 +313,11 @@ def test_consolidation_marks_damaged_or_void(store: Path) -> None:
     assert not any("Deep Dream" in n for n in check(store).notices)
     daily.write_bytes(data.replace(b"Lisbon", b"Porto") + b"- 11:00 later\n")  # edited by hand: the mark is void
     report = check(store)
-    assert report.exit_code == 0 and any("1 Daily files were edited after the Deep Dream" in n for n in report.notices)
+    assert report.exit_code == 0 and any("1 Daily file was edited after the Deep Dream" in n for n in report.notices)
     sql(store, "INSERT INTO consolidated_prefix (user_id, day, offset, sha256, at) VALUES ('default', '2026-01-01',"
                " -5, 'nothex', 'x')")
     report = check(store)
-    assert report.exit_code == 1 and "1 consolidation marks are damaged (default 2026-01-01: offset)" in \
+    assert report.exit_code == 1 and "1 consolidation mark is damaged (default 2026-01-01: offset)" in \
         report.problems[0]
     result = repair(store, embedder=HashEmbedder(), clock=FakeClock(NOW))
     assert "dropped 1 damaged consolidation marks" in result.actions and result.ok
@@ -401,7 +401,7 @@ def test_doctor_on_postgres_finds_a_stuck_claim_and_repair_hands_it_back(tmp_pat
                      " claimed_by, claimed_at, lease_until) VALUES ('t1', 'default', 'default', '[]', 'processing',"
                      " ?, ?, 'elsewhere:1/x', ?, ?)", (expired, expired, expired, expired))
     report = check(root, clock=FakeClock(NOW))
-    assert report.exit_code == 1 and "1 queue items are stuck in processing" in report.problems[0]
+    assert report.exit_code == 1 and "1 queue item is stuck in processing" in report.problems[0]
     result = repair(root, clock=FakeClock(NOW))
     assert result.ok and "handed 1 stuck queue item back to the queue" in result.actions
 

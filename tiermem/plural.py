@@ -10,4 +10,9 @@ from __future__ import annotations
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, singular for exactly one; ``plural`` where adding "s" is wrong
     (``counted(n, "history entry", "history entries")``)."""
-    return f"{n} {noun if n == 1 else (plural if plural is not None else noun + 's')}"
+    return f"{n} {for_count(n, noun, plural if plural is not None else noun + 's')}"
+
+
+def for_count(n: int, one: str, many: str) -> str:
+    """``one`` for exactly one, else ``many``: the verb that goes with a count (``is`` / ``are``)."""
+    return one if n == 1 else many

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tiermem.calls.records import CALL_OUTCOMES, CALL_PURPOSES, CallRecord
 from tiermem.cli.app import cli, json_option, print_json, state_of
+from tiermem.plural import counted
 
 
 @cli.command()
@@ -87,7 +88,7 @@ def _table(rows: Sequence[CallRecord]) -> None:
         console.print(note, markup=False, highlight=False)
     costs = [r.cost for r in rows if r.cost is not None]
     cost = f", ${sum(costs):.6f}" if costs else ""
-    console.print(f"{len(rows)} rows: {sum(r.prompt_tokens for r in rows)} prompt + "
+    console.print(f"{counted(len(rows), 'row')}: {sum(r.prompt_tokens for r in rows)} prompt + "
                   f"{sum(r.completion_tokens for r in rows)} completion tokens{cost} (* counted by tiermem)",
                   markup=False, highlight=False)
 

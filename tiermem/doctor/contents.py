@@ -25,6 +25,7 @@ from typing import Any
 
 from tiermem.clock import parse_utc
 from tiermem.doctor.report import MARKS, QUEUE, REBUILD, REINDEX, DoctorReport
+from tiermem.plural import counted, for_count
 from tiermem.storage.outbox import claimer_gone
 from tiermem.tiers.indexer import chunks_of, is_indexed_path
 from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths
@@ -72,12 +73,13 @@ def check_queue(conn: Any, report: DoctorReport, now: datetime, lease_seconds: f
                        "hands the claims of stopped processes back", QUEUE)
         return
     if stuck:
-        report.problem(f"{len(stuck)} queue items are stuck in processing (the lease ran out or the claiming "
+        report.problem(f"{counted(len(stuck), 'queue item')} {for_count(len(stuck), 'is', 'are')} stuck in processing"
+                       " (the lease ran out or the claiming "
                        f"process is gone; ids {_some(stuck)}): "
                        "`tiermem queue flush` or `tiermem doctor --repair` hands them back", QUEUE)
     dead = int(conn.execute("SELECT count(*) AS n FROM outbox WHERE status = 'dead'").fetchone()["n"])
     if dead:
-        report.notices.append(f"{dead} queue items failed for good (see `tiermem queue status`; "
+        report.notices.append(f"{counted(dead, 'queue item')} failed for good (see `tiermem queue status`; "
                               "`tiermem queue retry` runs them again)")
 
 
@@ -113,12 +115,13 @@ def _compare_user(conn: sqlite3.Connection, paths: UserPaths, behind: list[str],
     behind += [f"{label}{rel} (deleted)" for rel in sorted(indexed) if is_indexed_path(rel) and rel not in on_disk]
 
 
-_UNBACKED = {
-    "facts without a search row": "SELECT count(*) FROM facts f WHERE NOT EXISTS"
+_UNBACKED: dict[tuple[str, str], str] = {
+    ("fact without a search row", "facts without a search row"): "SELECT count(*) FROM facts f WHERE NOT EXISTS"
     " (SELECT 1 FROM search_docs d WHERE d.source = 'fact' AND d.ref = f.id)",
-    "chunks without a search row": "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
+    ("chunk without a search row", "chunks without a search row"): "SELECT count(*) FROM chunks c WHERE NOT EXISTS"
     " (SELECT 1 FROM search_docs d WHERE d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT))",
-    "search rows without a fact or chunk": "SELECT count(*) FROM search_docs d WHERE NOT EXISTS"
+    ("search row without a fact or chunk", "search rows without a fact or chunk"):
+    "SELECT count(*) FROM search_docs d WHERE NOT EXISTS"
     " (SELECT 1 FROM facts f WHERE d.source = 'fact' AND f.id = d.ref) AND NOT EXISTS"
     " (SELECT 1 FROM chunks c WHERE d.source = 'chunk' AND c.id = CAST(d.ref AS INTEGER))",
 }
@@ -153,11 +156,14 @@ def _check_vectors(conn: Any, report: DoctorReport) -> None:
     lost = {f"{r['user_id']}/{r['agent_name']}": int(r["n"]) - int(r["waiting"]) for r in rows}
     lost = {scope: n for scope, n in lost.items() if n}
     if lost:
-        report.problem(f"{sum(lost.values())} search items have no vector for {report.vector_model}, the store's"
+        total = sum(lost.values())
+        report.problem(f"{counted(total, 'search item')} {for_count(total, 'has', 'have')} no vector for"
+                       f" {report.vector_model}, the store's"
                        f" embedder model, so vector search cannot find them"
                        f" ({_some([f'{scope}: {n}' for scope, n in lost.items()])}): run `tiermem reindex`")
     if waiting:
-        report.notices.append(f"{waiting} search items have no vector yet: the next search embeds them")
+        report.notices.append(f"{counted(waiting, 'search item')} {for_count(waiting, 'has', 'have')} no vector yet:"
+                              f" the next search embeds {for_count(waiting, 'it', 'them')}")
 
 
 def check_index(conn: sqlite3.Connection, report: DoctorReport, root: Path, users: list[str]) -> None:
@@ -171,15 +177,16 @@ def check_index(conn: sqlite3.Connection, report: DoctorReport, root: Path, user
     for user in users:
         _compare_user(conn, UserPaths.for_user(root, user), behind, wrong)
     if wrong:
-        report.problem(f"the search index disagrees with {len(wrong)} files it claims to hold ({_some(wrong)}): "
+        report.problem(f"the search index disagrees with {counted(len(wrong), 'file')} it claims to hold"
+                       f" ({_some(wrong)}): "
                        "`tiermem doctor --repair` rebuilds it from the files", REINDEX)
-    unbacked = [f"{n} {what}" for what, sql in _UNBACKED.items() if (n := int(conn.execute(sql).fetchone()[0]))]
+    unbacked = [counted(n, *what) for what, sql in _UNBACKED.items() if (n := int(conn.execute(sql).fetchone()[0]))]
     if unbacked:
         report.problem(f"the search index is inconsistent ({', '.join(unbacked)}): `tiermem doctor --repair` "
                        "rebuilds it", REBUILD)
     if behind:
-        report.notices.append(f"the search index is behind {len(behind)} files ({_some(behind)}): not damage; "
-                              "run `tiermem reindex` (the next search also catches up)")
+        report.notices.append(f"the search index is behind {counted(len(behind), 'file')} ({_some(behind)}): not"
+                              " damage; run `tiermem reindex` (the next search also catches up)")
         report.repairs.add(REINDEX)
 
 
@@ -225,8 +232,12 @@ def check_marks(conn: sqlite3.Connection, report: DoctorReport, root: Path, user
         elif _mark_void(root, row):
             void.append(where)
     if bad:
-        report.problem(f"{len(bad)} consolidation marks are damaged ({_some(bad)}): `tiermem doctor --repair` "
+        report.problem(f"{counted(len(bad), 'consolidation mark')} {for_count(len(bad), 'is', 'are')} damaged"
+                       f" ({_some(bad)}): `tiermem doctor --repair` "
                        "drops them (retention then keeps those days until the next Deep Dream)", MARKS)
     if void:
-        report.notices.append(f"{len(void)} Daily files were edited after the Deep Dream consolidated them "
-                              f"({_some(void)}): their marks no longer match, so retention keeps them")
+        n = len(void)
+        report.notices.append(f"{counted(n, 'Daily file')} {for_count(n, 'was', 'were')} edited after the Deep Dream"
+                              f" consolidated {for_count(n, 'it', 'them')} ({_some(void)}): "
+                              f"{for_count(n, 'its mark no longer matches', 'their marks no longer match')}, so"
+                              f" retention keeps {for_count(n, 'it', 'them')}")

@@ -221,8 +221,7 @@ class _Run:
             error = f"{type(exc).__name__}: {exc}"
             retry_at = self.mem.clock.now() + timedelta(seconds=self.policy.backoff(item.attempts))
             status = self.outbox.failed(item, error, retry_at, self.policy.max_attempts)
-            log.warning("ingest: extraction of thread %s failed, its queue item is %s: %s",
-                        first.thread_id, status, error)
+            log.info("ingest: extraction of thread %s failed, its queue item is %s: %s", first.thread_id, status, error)
             self.report.error = str(exc) or type(exc).__name__
             self.report.queued += 1
             self._tick(left)  # the queue has them

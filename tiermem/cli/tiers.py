@@ -183,10 +183,10 @@ def ingest(ctx: click.Context, file: Path, as_json: bool) -> None:
         if mem.llm is None:
             click.echo("no LLM configured: facts were not extracted (set TIERMEM_LLM, e.g. openai:gpt-4o-mini)")
     if report.queued:
+        them = "them" if report.queued != 1 else "it"
         raise click.ClickException(
-            f"extraction failed ({report.error}); {counted(report.queued, 'thread')} queued"
-            " for extraction (`tiermem queue status` lists them; `tiermem queue retry` extracts them once the LLM"
-            " is back)")
+            f"extraction failed ({report.error}); {counted(report.queued, 'thread')} queued for extraction"
+            f" (`tiermem queue status` lists {them}; `tiermem queue retry` extracts {them} once the LLM is back)")
 
 
 @cli.group()

@@ -237,9 +237,11 @@ class Residents:
         scopes = self.scopes(request.cwd)
         with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
             state = SessionState.load(self.root, request.client, request.session_id)
+            given = len(state.given)
             text = prompt_context(self._person_for(scopes), project, state, request.prompt,
                                   self.settings.coding_prompt_tokens)
-            state.save()
+            if len(state.given) != given:  # only adds: nothing new given, nothing to write
+                state.save()
         return {"text": text}
 
     def save(self, payload: dict[str, Any]) -> dict[str, Any]:

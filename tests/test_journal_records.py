@@ -4,6 +4,7 @@ the tool-output cap, and long records indexed as several chunks that cite their 
 from __future__ import annotations
 
 import tempfile
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -51,6 +52,13 @@ def test_normalising_keeps_only_newlines_and_tabs_of_the_control_characters(text
     once = normalise_text(text)
     assert normalise_text(once) == once
     assert "\r" not in once and all(c in "\n\t" or ord(c) >= 0x20 for c in once if ord(c) < 0xA0)
+
+
+def test_normalising_drops_exactly_the_control_characters_and_lone_surrogates() -> None:
+    every = "".join(map(chr, range(0x110000)))
+    expected = every.replace("\r\n", "\n").replace("\r", "\n")
+    expected = "".join(c for c in expected if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+    assert normalise_text(every) == expected
 
 
 def test_the_form_is_marker_then_two_space_continuations() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tiermem import InvalidInput, Memory
-from tiermem.storage.chunks import Chunk, ChunkRepository
+from tiermem.storage.chunks import EMPTY_SHA256, Chunk, ChunkRepository
 from tiermem.testing import FakeClock
 from tiermem.tiers.indexer import chunks_of
 from tiermem.tiers.paths import UserPaths
@@ -106,6 +106,16 @@ def test_edits_made_while_no_process_ran_are_caught_on_the_next_open(tmp_path: P
         texts = {c.text: c.path for c in chunks(mem)}
         assert texts == {"User owns a yellow canoe": "memory/2026-03-14.md",
                          "typed by hand": "memory/2026-03-10.md"}  # dream diaries are not indexed
+
+
+def test_the_append_that_creates_a_file_is_indexed_from_its_block(mem: Memory) -> None:
+    repo = ChunkRepository(mem.db)
+    rel = "memory/2026-03-14.md"
+    block = [Chunk("daily", rel, 3, 3, "first record", "2026-03-14")]
+    assert repo.append_chunks("default", rel, EMPTY_SHA256, "sha-after", block) is not None  # never indexed: empty
+    assert repo.file_hash("default", rel) == "sha-after"
+    assert repo.append_chunks("default", rel, EMPTY_SHA256, "sha-2", block) is None  # the index holds more now
+    assert [c.text for c in chunks(mem, rel)] == ["first record"]
 
 
 # SQLite only: it hand-edits a Daily file and expects it read back (on PostgreSQL the file is a mirror)

@@ -236,7 +236,8 @@ class Memory:
         return engine
 
     def _chunks_changed(self, event: str, chunk_ids: list[int]) -> None:
-        self._search.on_chunk_change(event, chunk_ids)
+        if self.settings.embed_on_write:  # else the next search embeds them: no search engine is built here
+            self._search.on_chunk_change(event, chunk_ids)
 
     def search_floor(self) -> float:
         """The score floor in force: ``search_min_score``, else the embedder model's default."""

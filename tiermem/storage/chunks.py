@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tiermem.storage.sql import Connection, Database
 
 SHARED_AGENT = "*"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 @dataclass(frozen=True)
@@ -97,16 +98,19 @@ class ChunkRepository:
     def append_chunks(self, user_id: str, path: str, expected_sha256: str, file_sha256: str,
                       chunks: Sequence[Chunk]) -> list[int] | None:
         """Add ``chunks`` of text appended to ``path`` if the index still holds the file as it was
-        before the append (hash ``expected_sha256``); ``None`` (nothing changed) otherwise."""
+        before the append (hash ``expected_sha256``; a file the index never held counts as empty,
+        so the append that creates a file is indexed from its block alone); ``None`` (nothing
+        changed) otherwise."""
         chunks = self._clean(chunks)
         with self.db.transaction() as conn:
             row = conn.execute("SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?",
                                (user_id, path)).fetchone()
-            if row is None or str(row[0]) != expected_sha256:
+            if (str(row[0]) if row is not None else EMPTY_SHA256) != expected_sha256:
                 return None
             new = _insert(conn, user_id, path, chunks)
-            conn.execute("UPDATE indexed_files SET sha256 = ? WHERE user_id = ? AND path = ?",
-                         (file_sha256, user_id, path))
+            conn.execute("INSERT INTO indexed_files (user_id, path, sha256) VALUES (?, ?, ?)"
+                         " ON CONFLICT (user_id, path) DO UPDATE SET sha256 = excluded.sha256",
+                         (user_id, path, file_sha256))
         self._emit("added", new)
         return new
 

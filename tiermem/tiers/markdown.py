@@ -31,7 +31,6 @@ hit's line range lies within its record's.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
 RECORD_MARKER = "- "
@@ -39,7 +38,8 @@ CONTINUATION = "  "
 _BULLET_RE = re.compile(r"^\s{0,3}[-*+][ \t]+(.*\S)\s*$")
 _EMPTY_BULLET_RE = re.compile(r"^\s{0,3}[-*+]\s*$")
 _HEADING_RE = re.compile(r"^\s{0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t#]*$")
-_DROPPED_CATEGORIES = ("Cc", "Cs")
+# Unicode categories Cc (U+0000-U+001F, U+007F-U+009F) but tab and newline, and Cs (lone surrogates)
+_DROPPED_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,7 @@ class Record:
 def normalise_text(text: str) -> str:
     """``text`` as a record holds it: ``\\r\\n`` and ``\\r`` become ``\\n``; other control
     characters but ``\\t`` (and lone surrogates, which UTF-8 cannot store) are dropped."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in _DROPPED_CATEGORIES)
+    return _DROPPED_RE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def render_record(text: str) -> str:

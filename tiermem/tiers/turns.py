@@ -135,8 +135,9 @@ def _anthropic_calls(content: Any) -> tuple[list[ToolCall], list[str]]:
     return calls, results
 
 
-def to_message(data: Mapping[str, Any] | ChatMessage) -> ChatMessage:
-    """Read one message dict of either shape; a wrong shape raises ``InvalidInput``."""
+def to_message(data: Mapping[str, Any] | ChatMessage, *, count: bool = True) -> ChatMessage:
+    """Read one message dict of either shape; a wrong shape raises ``InvalidInput``. ``count=False``
+    leaves ``tokens`` at 0 (a caller that only journals the message need not load the tokenizer)."""
     if isinstance(data, ChatMessage):
         return data
     if not isinstance(data, Mapping):
@@ -161,7 +162,7 @@ def to_message(data: Mapping[str, Any] | ChatMessage) -> ChatMessage:
         results.append(call_id)
     name = data.get("name")
     name = name if isinstance(name, str) else None
-    tokens = count_tokens(text) + sum(count_tokens(c.name) + count_tokens(c.arguments) for c in calls)
+    tokens = count_tokens(text) + sum(count_tokens(c.name) + count_tokens(c.arguments) for c in calls) if count else 0
     return ChatMessage(role, text, tuple(calls), tuple(results), name, tokens, copy.deepcopy(dict(data)))
 
 

@@ -3,12 +3,14 @@ lines, and where ``tiermem setup claude-code`` writes (see docs/coding-agents.md
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tiermem.agents.clients import PROMPT, SAVE, START, AgentClient, hook_timeout_seconds, register
 from tiermem.agents.config_files import ConfigPlan, Edit, SetupPlace, hook_marker
 from tiermem.agents.config_json import JsonHooks, JsonListValue, JsonMcpServer
+from tiermem.agents.transcript import is_context_text
 
 NAME = "claude-code"
 EVENTS = {"SessionStart": START, "UserPromptSubmit": PROMPT, "PreCompact": SAVE, "Stop": SAVE, "SessionEnd": SAVE}
@@ -28,9 +30,60 @@ def context_output(event: str, text: str) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- transcript (engineer A)
 
 
-def transcript_line(line: Any) -> list[dict[str, Any]]:
-    """Placeholder until the transcript reader lands: no messages."""
-    return []
+#: Lines Claude Code writes for itself, not the conversation: local slash commands and their
+#: output, interruption notes (``isMeta`` lines, the caveat among them, are left out by flag).
+BOOKKEEPING_PREFIXES = ("<command-name>", "<command-message>", "<command-args>", "<local-command-",
+                        "[Request interrupted by user")
+_SKIPPED_FLAGS = ("isMeta", "isSidechain", "isCompactSummary", "isVisibleInTranscriptOnly", "isApiErrorMessage")
+
+
+def transcript_line(line: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The message of one line of a Claude Code transcript (``~/.claude/projects/<dir>/<session>.jsonl``):
+    ``type`` "user" and "assistant" lines carry an Anthropic-shaped ``message``; the rest
+    (attachments — among them the context our hooks injected —, queue operations, ``system``
+    compaction boundaries, ``last-prompt``, ``mode``, ``summary``) is Claude Code's bookkeeping.
+    Left out too: ``isMeta`` lines, a subagent's (``isSidechain``), the compaction summary,
+    API error notices, replies Claude Code made up (model ``<synthetic>``), local slash commands,
+    thinking blocks. Tool calls and results are kept (a result as its text), images as ``[image]``."""
+    message = line.get("message")
+    if line.get("type") not in ("user", "assistant") or not isinstance(message, Mapping):
+        return []
+    role = message.get("role")
+    if role not in ("user", "assistant") or any(line.get(flag) for flag in _SKIPPED_FLAGS):
+        return []
+    if role == "assistant" and message.get("model") == "<synthetic>":
+        return []
+    content = message.get("content")
+    if isinstance(content, str):
+        return [] if _bookkeeping(content) else [{"role": role, "content": content}]
+    blocks = [kept for block in content if (kept := _block(block)) is not None] if isinstance(content, list) else []
+    return [{"role": role, "content": blocks}] if blocks else []
+
+
+def _bookkeeping(text: str) -> bool:
+    return not text.strip() or is_context_text(text, BOOKKEEPING_PREFIXES)
+
+
+def _block(block: Any) -> dict[str, Any] | None:
+    """A content block as tiermem keeps it: text, tool_use, tool_result (its content as text),
+    media as a placeholder; thinking and unknown blocks left out."""
+    from tiermem.tiers.turns import block_text  # not at import: the hook's fast path loads every client
+
+    if not isinstance(block, Mapping):
+        return None
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return None if not isinstance(text, str) or _bookkeeping(text) else {"type": "text", "text": text}
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": block.get("id"), "name": block.get("name"), "input": block.get("input", {})}
+    if kind == "tool_result":
+        kept = {"type": "tool_result", "tool_use_id": block.get("tool_use_id"),
+                "content": block_text(block.get("content"))}
+        return {**kept, "is_error": True} if block.get("is_error") else kept
+    if kind in ("image", "document"):
+        return {"type": "text", "text": "[image]" if kind == "image" else "[file]"}
+    return None
 
 
 # ----------------------------------------------------------------------------- setup (engineer B)

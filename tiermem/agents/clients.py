@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,6 +59,9 @@ class AgentClient:
     transcript_line: TranscriptLine
     config: ConfigWriter
     notes: tuple[str, ...] = field(default=())  # what setup tells the user (e.g. how to trust hooks)
+    # a client that writes a message again when it changes: the line's message id (the transcript
+    # reader then reads only what a rewrite adds; see tiermem.agents.transcript), else None
+    transcript_key: Callable[[Mapping[str, Any]], str | None] | None = None
 
     def action(self, event: str) -> str | None:
         """The action of a hook event, ``None`` for events tiermem does not use."""

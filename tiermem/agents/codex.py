@@ -27,6 +27,7 @@ from tiermem.agents.config_files import (
 )
 from tiermem.agents.config_json import JsonHooks
 from tiermem.agents.config_toml import TOML, TomlFlag, TomlMcpServer, prune_toml, toml_mark, toml_table
+from tiermem.agents.transcript import is_context_text
 
 NAME = "codex"
 EVENTS = {"SessionStart": START, "UserPromptSubmit": PROMPT, "PreCompact": SAVE, "Stop": SAVE, "SessionEnd": SAVE}
@@ -46,9 +47,52 @@ def context_output(event: str, text: str) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- transcript (engineer A)
 
 
-def transcript_line(line: Any) -> list[dict[str, Any]]:
-    """Placeholder until the rollout reader lands: no messages."""
-    return []
+#: How the user-role messages Codex writes for itself begin (older versions carry no provenance
+#: metadata): the environment, AGENTS.md and user instructions, a shell command's record, notices.
+CONTEXT_PREFIXES = ("<environment_context>", "# AGENTS.md instructions", "<user_instructions>", "<INSTRUCTIONS>",
+                    "<user_shell_command>", "<turn_aborted>", "<subagent_notification>", "<skill>",
+                    "<codex_internal_context", "<agent_message_board_notification>", "<user_verification_notice>")
+_NOT_SAID = frozenset({"developer", "system"})  # base prompt, permissions, skills, the context hooks added
+_HARNESS = frozenset({"harness", "skills"})  # provenance of the parts Codex itself wrote
+
+
+def transcript_line(line: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The messages of one line of a Codex rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``):
+    ``response_item`` lines carry a Responses item (:func:`~tiermem.integrations.responses_items.item_messages`:
+    messages, tool calls named ``<namespace>__<name>`` for MCP tools, their outputs; reasoning left
+    out). Left out: every other line type (session meta, events, turn context, token counts, the
+    ``compacted`` record), ``developer`` and ``system`` messages (among them the context tiermem's
+    hooks added), parts Codex wrote itself (provenance ``harness``, ``skills``), user-role context it
+    injects (``<environment_context>``, AGENTS.md, ...), and the compaction summary (an assistant
+    item whose line has ``metadata.compaction_output``)."""
+    from tiermem.integrations.responses_items import content_text, item_messages
+
+    item = line.get("payload")
+    metadata = line.get("metadata")
+    if line.get("type") != "response_item" or not isinstance(item, Mapping):
+        return []
+    if isinstance(metadata, Mapping) and metadata.get("compaction_output"):
+        return []
+    if item.get("type") in (None, "message"):
+        if item.get("role") in _NOT_SAID or _written_by_codex(item):
+            return []
+        if item.get("role") == "user" and is_context_text(content_text(item.get("content")), CONTEXT_PREFIXES):
+            return []
+    namespace, name = item.get("namespace"), item.get("name")
+    if isinstance(namespace, str) and namespace and isinstance(name, str) and not name.startswith(namespace):
+        item = {**item, "name": f"{namespace}__{name}"}
+    ordinal = line.get("ordinal")
+    return item_messages(item, ordinal if isinstance(ordinal, int) else 0)
+
+
+def _written_by_codex(item: Mapping[str, Any]) -> bool:
+    """The message's parts are marked as Codex's own (``content_item_metadata[].provenance.type``)."""
+    passthrough = item.get("internal_chat_message_metadata_passthrough")
+    parts = passthrough.get("content_item_metadata") if isinstance(passthrough, Mapping) else None
+    if not isinstance(parts, list) or not parts:
+        return False
+    provenances = [part.get("provenance") if isinstance(part, Mapping) else None for part in parts]
+    return all(isinstance(p, Mapping) and p.get("type") in _HARNESS for p in provenances)
 
 
 # ----------------------------------------------------------------------------- setup (engineer B)

@@ -3,12 +3,16 @@ where ``tiermem setup gemini`` writes (see docs/coding-agents.md)."""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tiermem.agents.clients import PROMPT, SAVE, START, AgentClient, hook_timeout_seconds, register
 from tiermem.agents.config_files import ConfigPlan, SetupPlace, hook_marker
 from tiermem.agents.config_json import JsonHooks, JsonMcpServer, JsonSwitchOn
+from tiermem.agents.transcript import is_context_text
 
 NAME = "gemini"
 # AfterAgent (once per turn) journals the turn, SessionEnd the rest. Not PreCompress: Gemini CLI 0.61
@@ -31,9 +35,68 @@ def context_output(event: str, text: str) -> dict[str, Any] | None:
 # ----------------------------------------------------------------------------- transcript (engineer A)
 
 
-def transcript_line(line: Any) -> list[dict[str, Any]]:
-    """Placeholder until the chat-file reader lands: no messages."""
-    return []
+_HOOK_CONTEXT_RE = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)  # what our hooks added
+
+
+def transcript_line(line: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The messages of one line of a Gemini CLI chat file (``~/.gemini/tmp/<project>/chats/session-*.jsonl``):
+    a ``user`` line's text (the ``<hook_context>`` blocks of the context our hooks added taken out;
+    the ``<session_context>`` setup message left out) and its tool results (``functionResponse``
+    parts); a ``gemini`` line's text, then one message per tool call (its result comes in the next
+    ``user`` line). Left out: the header, ``$set`` patches, info/error/warning lines, thoughts.
+    Gemini CLI writes a model message again when it adds tool calls to it: :func:`transcript_key`
+    names the message so that only what a rewrite adds is read (the text before, the calls after)."""
+    kind = line.get("type")
+    if kind == "user":
+        return _user_messages(line.get("content"))
+    if kind != "gemini":
+        return []
+    text = line.get("content")
+    out: list[dict[str, Any]] = []
+    if isinstance(text, str) and text.strip():
+        out.append({"role": "assistant", "content": text})
+    calls = line.get("toolCalls")
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+            arguments = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True)
+            function = {"name": call["name"], "arguments": arguments}
+            out.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": str(call.get("id") or call["name"]), "type": "function", "function": function}]})
+    return out
+
+
+def transcript_key(line: Mapping[str, Any]) -> str | None:
+    """The id of a message line (Gemini CLI rewrites a message under the same id)."""
+    key = line.get("id")
+    return key if isinstance(key, str) and line.get("type") in ("user", "gemini") else None
+
+
+def _user_messages(content: Any) -> list[dict[str, Any]]:
+    parts = [{"text": content}] if isinstance(content, str) else content if isinstance(content, list) else []
+    out: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for part in parts:
+        if not isinstance(part, Mapping):
+            continue
+        if isinstance(part.get("text"), str):
+            texts.append(_HOOK_CONTEXT_RE.sub("", part["text"]).strip())
+        response = part.get("functionResponse")
+        if isinstance(response, Mapping):
+            out.append(_tool_result(response))
+    text = "\n".join(t for t in texts if t)
+    if text and not is_context_text(text):
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def _tool_result(response: Mapping[str, Any]) -> dict[str, Any]:
+    body = response.get("response")
+    output = body.get("output") if isinstance(body, Mapping) else None
+    text = output if isinstance(output, str) else json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
+    name = response.get("name")
+    call_id = response.get("id") or name or "call"
+    return {"role": "tool", "tool_call_id": str(call_id), "content": text,
+            **({"name": name} if isinstance(name, str) else {})}
 
 
 # ----------------------------------------------------------------------------- setup (engineer B)
@@ -71,4 +134,5 @@ CLIENT = register(AgentClient(
     context_output=context_output,
     transcript_line=transcript_line,
     config=write_config,
+    transcript_key=transcript_key,
 ))

@@ -203,14 +203,14 @@ class OutboxRepository:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def put(self, thread_id: str, scope: Scope, messages: list[dict[str, Any]], now: datetime,
+    def put(self, thread_id: str, scope: Scope, messages: Sequence[dict[str, Any] | None], now: datetime,
             first_position: int = 0) -> int:
         """Insert the messages at positions ``first_position`` on, or merge them into the pending
         item with the same key (:func:`unite`: the new ones win); committed on return. The item is
         due now again (unless it failed before: then its backoff stands)."""
         if isinstance(first_position, bool) or not isinstance(first_position, int) or first_position < 0:
             raise InvalidInput(f"first_position must be a whole number >= 0, got {first_position!r}")
-        thread_id, messages = self.db.redactor.ident(thread_id), self.db.redactor.data(messages)  # R68
+        thread_id, items = self.db.redactor.ident(thread_id), self.db.redactor.data(list(messages))  # R68
         key = (thread_id, scope.user_id, scope.agent_name)
         at = utc_iso(now)
         with self.db.transaction() as conn:  # the write lock: no other put, requeue or import meanwhile
@@ -218,7 +218,7 @@ class OutboxRepository:
                                " AND agent_name = ? AND status = 'pending'", key).fetchone()
             if row is not None:
                 first, merged = unite((int(row["first_position"]), json.loads(row["messages"])),
-                                      (first_position, list(messages)))
+                                      (first_position, items))
                 cur = conn.execute(
                     "UPDATE outbox SET messages = ?, first_position = ?, enqueued_at = ?,"
                     " not_before = CASE WHEN attempts = 0 THEN ? ELSE not_before END"
@@ -230,7 +230,7 @@ class OutboxRepository:
             inserted = conn.execute(
                 "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before,"
                 " first_position) VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) RETURNING id",
-                (*key, json.dumps(messages, ensure_ascii=False), at, at, first_position),
+                (*key, json.dumps(items, ensure_ascii=False), at, at, first_position),
             ).fetchone()
         return int(inserted[0])
 

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tiermem import ConfigError, Memory
 from tiermem.agents.project import (
@@ -215,3 +221,66 @@ def test_other_scopes_are_not_routed(root: Path, clock: FakeClock) -> None:
             mem.extract(TURNS)
             assert [f.content for f in mem.facts.list()] == ["Writes commit messages in English"]
             assert mem.for_scope(PERSON, "coding").facts.list() == ([] if user != PERSON else mem.facts.list())
+
+
+# --- the MCP server of a coding agent (both backends, the real client over stdio) ----------------------------
+def mcp_env() -> dict[str, str]:
+    env = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_LLM": "none", "TIERMEM_CODING_PERSON": PERSON,
+           "TIERMEM_CACHE_DIR": os.environ["TIERMEM_CACHE_DIR"], "PATH": os.environ.get("PATH", "")}
+    if "TIERMEM_DATABASE_URL" in os.environ:  # the postgres backend: the server uses the test's schema
+        env["TIERMEM_DATABASE_URL"] = os.environ["TIERMEM_DATABASE_URL"]
+    return env
+
+
+async def call(client: Client, name: str, **arguments: object) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def serve_in(root: Path, cwd: Path, scenario: Callable[[Client], Awaitable[None]], log: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, cwd=cwd, env=mcp_env(),
+                                   args=["-m", "tiermem.cli.main", "--root", str(root), "mcp", "--coding-agent"])
+
+    async def main() -> None:
+        with anyio.fail_after(90), log.open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=60) as client:
+                await scenario(client)
+
+    anyio.run(main)
+
+
+@pytest.mark.usefixtures("backend")
+def test_mcp_server_of_a_coding_agent_serves_the_folders_project_and_the_person(tmp_path: Path) -> None:
+    root, shop, other = tmp_path / "mem", repository(tmp_path / "shop"), repository(tmp_path / "other")
+    ids: dict[str, str] = {}
+
+    async def in_shop(client: Client) -> None:
+        tabs = await call(client, "remember", content="Indents with tabs", category="preference")
+        ledger = await call(client, "remember", content="The billing API lives in services/ledgerd")
+        ids.update(tabs=tabs["fact"]["id"], ledger=ledger["fact"]["id"])
+        await call(client, "daily_note", text="Moved the invoice export to ledgerd")
+        listed = await call(client, "list_facts")
+        assert [f["content"] for f in listed["facts"]] == ["Indents with tabs",
+                                                           "The billing API lives in services/ledgerd"]
+        hits = (await call(client, "recall", query="indent with tabs"))["hits"]
+        assert hits[0]["ref"] == ids["tabs"]
+        injection = (await client.read_resource("memory://injection")).contents[0]
+        assert "Indents with tabs" in injection.text and "services/ledgerd" in injection.text  # type: ignore[union-attr]
+
+    async def in_other(client: Client) -> None:
+        assert [h["ref"] for h in (await call(client, "recall", query="indent with tabs"))["hits"]] == [ids["tabs"]]
+        everything = (await call(client, "recall", query="billing API ledgerd", min_score=0))["hits"]
+        assert [h["ref"] for h in everything] == [ids["tabs"]]  # the shop's facts stay in the shop
+        await call(client, "forget", id=ids["tabs"])  # a person fact, from any project
+        assert (await call(client, "list_facts"))["facts"] == []
+
+    serve_in(root, shop, in_shop, tmp_path / "shop.log")
+    serve_in(root, other, in_other, tmp_path / "other.log")
+    settings = load_settings(root, {"coding_person": PERSON})
+    project = coding_scopes(root, shop, settings).project
+    with Memory(root, embedder="hash", user_id=project.user_id, agent_name="coding") as mem:
+        assert [f.content for f in mem.facts.list()] == ["The billing API lives in services/ledgerd"]
+        assert "Moved the invoice export to ledgerd" in mem.daily.read()
+        assert mem.for_scope(PERSON, "coding").facts.list() == []

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from tiermem import validate
 from tiermem.calls.prices import Prices, parse_prices
 from tiermem.errors import ConfigError, InvalidInput
-from tiermem.types import CATEGORIES
+from tiermem.types import CATEGORIES, Scope
 
 CONFIG_FILE = "tiermem.toml"
 ENV_PREFIX = "TIERMEM_"
@@ -126,6 +126,15 @@ class Settings:
     def person_categories(self) -> tuple[str, ...]:
         """The fact categories extraction puts into the person scope (``coding_person_categories``)."""
         return _category_list(self.coding_person_categories)
+
+    def coding_person_scope(self, scope: Scope) -> Scope | None:
+        """The person scope that goes with ``scope`` when it is a coding agent's project scope
+        (agent ``coding_agent_name``, user not the person, R74): extraction puts the person
+        categories there, the MCP server reads it too. ``None`` for every other scope."""
+        person = self.coding_person_name()
+        if scope.agent_name != self.coding_agent_name or scope.user_id == person:
+            return None
+        return Scope(person, self.coding_agent_name)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from tiermem.cli.app import cli, state_of
+from tiermem.cli.app import CliState, cli, state_of
 
 _LOCAL_HOST = "127.0.0.1"
 
@@ -22,13 +22,18 @@ _LOCAL_HOST = "127.0.0.1"
               help="Another Host header clients may use (a LAN name, a reverse proxy); repeatable.")
 @click.option("--insecure", is_flag=True,
               help="Serve a non-loopback --host without a token (only behind something that authenticates).")
+@click.option("--coding-agent", is_flag=True,
+              help="Serve a coding agent working in the current folder: the project scope of the folder (its "
+                   "journal, MEMORY.md, plans and facts) and the person scope for what the person says about "
+                   "themselves, instead of --user/--agent (what `tiermem setup` registers; docs/coding-agents.md).")
 @click.pass_context
 def mcp_command(ctx: click.Context, http_port: int | None, host: str, token: str | None,
-                allow_hosts: tuple[str, ...], insecure: bool) -> None:
+                allow_hosts: tuple[str, ...], insecure: bool, coding_agent: bool) -> None:
     """Run the MCP server (tools: remember, recall, forget, list_facts, daily_note, dream,
     plan_*; resources: memory://core, memory://daily/today, memory://injection).
 
-    The scope comes from --user/--agent (or TIERMEM_USER/TIERMEM_AGENT). A provider that cannot
+    The scope comes from --user/--agent (or TIERMEM_USER/TIERMEM_AGENT), or with --coding-agent
+    from the current folder (a repository's scope, and the person's). A provider that cannot
     be built (an unknown name, a missing API key) is reported on stderr before the server starts
     (exit 1). Over HTTP, Host/Origin headers are checked against DNS rebinding, and a host that
     is not loopback is refused without a token. See docs/mcp.md for the client configuration.
@@ -37,12 +42,15 @@ def mcp_command(ctx: click.Context, http_port: int | None, host: str, token: str
     Example:
       tiermem --root ~/.tiermem --user alice mcp
       tiermem mcp --http 8765
+      tiermem --root ~/.local/share/tiermem mcp --coding-agent
       TIERMEM_MCP_TOKEN=... tiermem mcp --http 8765 --host 0.0.0.0 --allow-host myhost.lan
     """
     from contextlib import nullcontext
 
     from tiermem.mcp.http import HttpOptions, check_exposure, listen
 
+    if coding_agent:
+        _use_coding_scope(state_of(ctx))
     explicit = ctx.get_parameter_source("token") not in (ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT)
     if http_port is None and (host != _LOCAL_HOST or allow_hosts or insecure or (token is not None and explicit)):
         raise click.UsageError("--host, --token, --allow-host and --insecure only apply with --http PORT")
@@ -65,3 +73,16 @@ def mcp_command(ctx: click.Context, http_port: int | None, host: str, token: str
             click.echo(f"tiermem MCP server on {http.url} (scope {mem.scope.user_id}/{mem.scope.agent_name}, "
                        f"{guard}, store {mem.db.label}); Ctrl-C stops it", err=True)
         serve(mem, http, sock)
+
+
+def _use_coding_scope(state: CliState) -> None:
+    """Point ``state`` at the project scope of the current folder (R74); the MCP tools add the
+    person scope that goes with it (:class:`~tiermem.mcp.tools.MemoryTools`)."""
+    import os
+
+    from tiermem.agents.project import coding_scopes
+    from tiermem.config import load_settings
+
+    root = state.root.expanduser().resolve()
+    scopes = coding_scopes(root, os.getcwd(), load_settings(root))
+    state.user, state.agent = scopes.project.user_id, scopes.project.agent_name

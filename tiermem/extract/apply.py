@@ -130,9 +130,9 @@ def coding_routing(scope: Scope, settings: Settings, person_facts: Callable[[str
     """The routing of a coding agent's project scope (R74): the person categories
     (``coding_person_categories``) go to the person's facts (``person_facts(person user id)``);
     ``None`` for every other scope, the person's own included."""
-    person = settings.coding_person_name()
+    person = settings.coding_person_scope(scope)
     categories = settings.person_categories()
-    if scope.agent_name != settings.coding_agent_name or scope.user_id == person or not categories:
+    if person is None or not categories:
         return None
-    target = person_facts(person)
+    target = person_facts(person.user_id)
     return {category: target for category in categories}

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from tiermem.errors import InvalidInput
+from tiermem.errors import FactNotFound, InvalidInput
+from tiermem.facts.injection import rank_facts
 from tiermem.facts.store import NewFact
 from tiermem.plans.plan import PLAN_STATUSES
 from tiermem.types import CATEGORIES, TIERS
@@ -47,10 +48,25 @@ MAX_K = 100
 
 
 class MemoryTools:
-    """What the MCP server offers, bound to one ``Memory`` (one scope)."""
+    """What the MCP server offers, bound to one ``Memory`` (one scope).
+
+    A coding agent's project scope (R74, :meth:`~tiermem.config.Settings.coding_person_scope`)
+    comes with its person scope: ``remember`` puts the person categories there, ``recall``,
+    ``list_facts``, ``forget`` and ``memory://injection`` cover both; the journal, ``MEMORY.md``,
+    plans and Deep Dream stay with the project."""
 
     def __init__(self, mem: Memory) -> None:
         self.mem = mem
+        person = mem.settings.coding_person_scope(mem.scope)
+        self.person = mem.for_scope(person.user_id, person.agent_name) if person is not None else None
+
+    def _scopes(self) -> list[Memory]:
+        return [self.mem] if self.person is None else [self.mem, self.person]
+
+    def _facts_for(self, category: str) -> Any:
+        if self.person is not None and category in self.mem.settings.person_categories():
+            return self.person.facts
+        return self.mem.facts
 
     def _relative(self, path: Path) -> str:
         try:
@@ -64,7 +80,7 @@ class MemoryTools:
         """Store a fact in long-term memory (Core tier). Returns the stored fact, or status
         "skipped" with the reason (a duplicate, confidence below the threshold, ...)."""
         item = NewFact.checked(content, category, confidence, None)
-        [admission] = self.mem.facts.admit([item])
+        [admission] = self._facts_for(item.category).admit([item])
         if admission.fact is not None:
             return {"status": "remembered", "fact": admission.fact.to_dict()}
         return {"status": "skipped", "reason": admission.reason, "content": item.content}
@@ -78,6 +94,9 @@ class MemoryTools:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k must be an integer in [1, {MAX_K}], got {k!r}")
         hits = self.mem.search(query, k=k, category=category, tier=tier, min_score=min_score)
+        if self.person is not None:  # both scopes' hits by score (scores are comparable, R49a)
+            hits += self.person.search(query, k=k, category=category, tier=tier, min_score=min_score)
+            hits = sorted(hits, key=lambda hit: -hit.score)[:k]
         floor = min_score if min_score is not None else self.mem.search_floor()
         if not hits:
             message = f"No memories scored above the relevance floor ({floor:.2f}) for this query."
@@ -88,13 +107,21 @@ class MemoryTools:
     def forget(self, id: FactId) -> dict[str, Any]:
         """Delete a fact by id. Its content is tombstoned, so automatic extraction will not add it
         back (remember can)."""
-        fact = self.mem.facts.get(id)
-        self.mem.facts.delete(id)
+        *others, last = self._scopes()
+        for mem in others:
+            try:
+                fact = mem.facts.get(id)
+            except FactNotFound:
+                continue
+            mem.facts.delete(id)
+            return {"status": "forgotten", "fact": fact.to_dict()}
+        fact = last.facts.get(id)  # FactNotFound when no scope holds it
+        last.facts.delete(id)
         return {"status": "forgotten", "fact": fact.to_dict()}
 
     def list_facts(self, category: OptionalCategory = None) -> dict[str, Any]:
         """List the stored facts, highest confidence first (optionally one category)."""
-        facts = self.mem.facts.list(category)
+        facts = rank_facts([fact for mem in self._scopes() for fact in mem.facts.list(category)])
         return {"count": len(facts), "facts": [fact.to_dict() for fact in facts]}
 
     # --- daily journal and Deep Dream ------------------------------------------------------
@@ -184,6 +211,10 @@ class MemoryTools:
     def injection_text(self) -> str:
         """The injection text for a system prompt: summaries, Core memory (MEMORY.md) and facts,
         within the token budget of the config."""
+        if self.person is not None:
+            from tiermem.agents.inject import memory_text
+
+            return memory_text(self.person, self.mem, self.mem.settings.max_injection_tokens)
         return self.mem.format_for_injection()
 
 

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import click
 
-from tiermem.cli.app import cli
-from tiermem.cli.main import COMMAND_MODULES  # noqa: F401 - registers every command
+from tiermem.cli.main import load_cli
+
+cli = load_cli()  # the group with every command registered
 
 CommandPath = tuple[str, ...]
 

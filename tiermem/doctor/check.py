@@ -22,6 +22,7 @@ from tiermem.config import Settings, load_settings
 from tiermem.doctor import contents
 from tiermem.doctor.database import check_database
 from tiermem.doctor.files import check_links, check_modes, users
+from tiermem.doctor.hooks import check_hook_log
 from tiermem.doctor.report import DoctorReport
 from tiermem.errors import ConfigError
 from tiermem.queue.worker import lease_seconds
@@ -41,6 +42,7 @@ def check(root: str | Path, *, user_id: str | None = None, clock: Clock | None =
         report.unchecked.append(str(exc))
         return report
     CHECKS[kind](base, report, settings, now, scope)
+    check_hook_log(base, report)
     return report
 
 

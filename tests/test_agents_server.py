@@ -396,6 +396,23 @@ def test_prompt_answers_with_the_relevant_fact_once_per_session(tmp_path: Path) 
                                         timeout=DEADLINE) == ""
 
 
+@pytest.mark.usefixtures("backend")
+def test_session_start_text_from_the_server_and_what_it_gave_is_not_given_again(tmp_path: Path) -> None:
+    root, repo = tmp_path / "mem", tmp_path / "repo"
+    repo.mkdir()
+    _fill(root, repo, "hash")
+    question = "where does the billing API live?"
+    with running(root):
+        text = server_client.ask_start(root, "claude-code", "s1", str(repo), "startup", timeout=DEADLINE)
+        assert text is not None and BILLING in text and TABS in text
+        again = server_client.ask_prompt(root, "claude-code", "s1", str(repo), question, timeout=DEADLINE)
+        assert again is not None and "services/ledgerd" not in again  # the session has it already
+        assert server_client.ask_start(root, "claude-code", "s1", str(repo), "compact", timeout=DEADLINE)
+        server_client.ask_start(root, "claude-code", "s2", str(repo), None, timeout=DEADLINE)
+        with pytest.raises(ServerError, match="status 400"):
+            server_client.ask_start(root, "claude-code", "s1", str(repo), "x" * 65, timeout=DEADLINE)
+
+
 def test_prompt_with_the_default_local_embedder(tmp_path: Path) -> None:
     root, repo = tmp_path / "mem", tmp_path / "repo"
     repo.mkdir()

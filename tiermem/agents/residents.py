@@ -57,11 +57,13 @@ class _Held:
 
 
 @dataclass(frozen=True)
-class PromptRequest:
+class HookRequest:
+    """What a hook sends: who, which session, where, and the prompt, transcript path or source."""
+
     client: str
     session_id: str
     cwd: str
-    prompt: str = ""
+    text: str = ""
 
 
 def _field(payload: dict[str, Any], name: str, limit: int = MAX_FIELD_CHARS) -> str:
@@ -73,7 +75,8 @@ def _field(payload: dict[str, Any], name: str, limit: int = MAX_FIELD_CHARS) -> 
     return value
 
 
-def _request(payload: dict[str, Any], text_field: str | None) -> PromptRequest:
+def _request(payload: dict[str, Any], text_field: str | None) -> HookRequest:
+    """The checked fields of a request (``text_field``: the one that becomes ``text``)."""
     from tiermem.agents.clients import client
 
     name = client(_field(payload, "client")).name
@@ -84,9 +87,12 @@ def _request(payload: dict[str, Any], text_field: str | None) -> PromptRequest:
     if text_field == "prompt":
         text = payload.get("prompt")  # type: ignore[assignment]
         validate.text(text, "prompt", validate.MAX_QUERY_CHARS)
+    elif text_field == "source":  # optional: startup, resume, clear, compact
+        source = payload.get("source")
+        text = _field(payload, "source", 64) if source is not None else ""
     elif text_field is not None:
         text = _field(payload, text_field)
-    return PromptRequest(name, _field(payload, "session_id"), cwd, text)
+    return HookRequest(name, _field(payload, "session_id"), cwd, text)
 
 
 @dataclass
@@ -102,7 +108,7 @@ class Residents:
     _session_locks: tuple[threading.Lock, ...] = field(
         default_factory=lambda: tuple(threading.Lock() for _ in range(SESSION_LOCKS)))
     _warming: set[str] = field(default_factory=set)
-    _saves: BackgroundSaves[PromptRequest] = field(init=False)
+    _saves: BackgroundSaves[HookRequest] = field(init=False)
     _warmer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tiermem-agents-warm"))
 
@@ -238,10 +244,25 @@ class Residents:
         with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
             state = SessionState.load(self.root, request.client, request.session_id)
             given = len(state.given)
-            text = prompt_context(self._person_for(scopes), project, state, request.prompt,
+            text = prompt_context(self._person_for(scopes), project, state, request.text,
                                   self.settings.coding_prompt_tokens)
             if len(state.given) != given:  # only adds: nothing new given, nothing to write
                 state.save()
+        return {"text": text}
+
+    def start(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``{"text"}``: the session-start memory text of both scopes (forgetting what the session
+        was given first when ``source`` is compact or clear); the tokenizer is loaded here already."""
+        request = _request(payload, "source")
+        from tiermem.agents.inject import start_context
+        from tiermem.agents.session_state import SessionState
+
+        scopes = self.scopes(request.cwd)
+        with self.project(scopes.project) as project, self.session_lock(request.client, request.session_id):
+            state = SessionState.load(self.root, request.client, request.session_id)
+            text = start_context(self._person_for(scopes), project, state, request.text or None,
+                                 self.settings.coding_start_tokens)
+            state.save()
         return {"text": text}
 
     def save(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -249,11 +270,11 @@ class Residents:
         and queued for extraction) is done after the answer, on the saves thread; ``False`` when
         too many sessions wait (the hook then saves by itself)."""
         request = _request(payload, "transcript_path")
-        if not Path(request.prompt).is_absolute():
-            raise InvalidInput(f"transcript_path must be an absolute path, got {request.prompt!r}")
+        if not Path(request.text).is_absolute():
+            raise InvalidInput(f"transcript_path must be an absolute path, got {request.text!r}")
         return {"accepted": self._saves.submit((request.client, request.session_id), request)}
 
-    def _save(self, request: PromptRequest) -> None:
+    def _save(self, request: HookRequest) -> None:
         """One save (see :mod:`tiermem.agents.save`); a failure is a line in the hook log."""
         from tiermem.agents import hook_log
         from tiermem.agents.save import save_transcript
@@ -263,7 +284,7 @@ class Residents:
             with self.project(self.scopes(request.cwd).project) as project, \
                     self.session_lock(request.client, request.session_id):
                 state = SessionState.load(self.root, request.client, request.session_id)
-                report = save_transcript(project, request.client, request.session_id, Path(request.prompt), state)
+                report = save_transcript(project, request.client, request.session_id, Path(request.text), state)
             log.info("saved %s: %d messages read, %d journaled", report.conversation, report.read, report.journaled)
             self.person.queue.wake()
         except Exception as exc:

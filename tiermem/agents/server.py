@@ -28,6 +28,8 @@ reach it from a browser. Endpoints, JSON in and out:
 - ``GET /health`` -> ``{"ok": true, "pid", "root", "scopes"}``;
 - ``POST /prompt`` ``{client, session_id, cwd, prompt}`` -> ``{"text"}``: the memory relevant to
   the prompt not given before in the session (``""`` when there is none);
+- ``POST /start`` ``{client, session_id, cwd, source}`` -> ``{"text"}``: the session-start memory
+  text of both scopes (a cold hook process would spend most of its budget loading the tokenizer);
 - ``POST /save`` ``{client, session_id, cwd, transcript_path}`` -> ``{"accepted"}``: the
   transcript's new messages are journaled in the project scope and queued for extraction after
   the answer (:mod:`tiermem.agents.background_saves`), so a stop hook does not wait for a long
@@ -263,7 +265,8 @@ def routes_for(residents: Residents, token: str) -> Routes:
         return {"ok": True, "pid": os.getpid(), "root": str(residents.root), "scopes": residents.open_scopes()}
 
     return Routes(token, {("GET", "/health"): health, ("POST", "/prompt"): residents.prompt,
-                          ("POST", "/save"): residents.save, ("POST", "/warm"): residents.warm})
+                          ("POST", "/start"): residents.start, ("POST", "/save"): residents.save,
+                          ("POST", "/warm"): residents.warm})
 
 
 def serve(residents: Residents, files: ServerFiles, idle_seconds: float, stop: threading.Event) -> None:

@@ -10,8 +10,8 @@ second (P8), so this imports no numpy, no model and no store. The files live in
 - ``server.lock``: held by the server for its whole life (``flock``), so a second one exits;
 - ``server.log``: the server's stdout and stderr (kept under :data:`MAX_LOG_BYTES` at each start).
 
-:func:`ask_prompt` and :func:`ask_save` answer ``None`` when no server is there, after starting
-one (detached; never waited for); a server that is there but answers with an error, garbage or
+:func:`ask_start`, :func:`ask_prompt` and :func:`ask_save` answer ``None`` when no server is
+there, after starting one (detached; never waited for); a server that is there but answers with an error, garbage or
 too late raises :class:`ServerError`.
 """
 
@@ -39,6 +39,7 @@ MAX_LOG_BYTES = 1 << 20  # server.log is moved to server.log.1 past this size wh
 MAX_REPLY_BYTES = 4 << 20
 HEALTH_TIMEOUT = 0.5  # seconds for /health: the server answers it without touching the store
 PROMPT_TIMEOUT = 0.8  # inside the prompt hook's 1 s budget
+START_TIMEOUT = 1.2  # inside the start hook's 2 s budget
 SAVE_TIMEOUT = 1.0  # the server answers a save at once (it saves after the answer)
 SERVER_MODULE = "tiermem.agents.server"
 
@@ -268,6 +269,23 @@ def ask_prompt(root: str | Path, client: str, session_id: str, cwd: str, prompt:
     text = reply.get("text")
     if not isinstance(text, str):
         raise ServerError("the resident server's /prompt reply has no text")
+    return text
+
+
+def ask_start(root: str | Path, client: str, session_id: str, cwd: str, source: str | None,
+              timeout: float = START_TIMEOUT) -> str | None:
+    """The server's session-start text (``""``: memory is empty); ``None`` when no server is there
+    (one is started, loading the project of ``cwd`` first)."""
+    body = {"client": client, "session_id": session_id, "cwd": cwd}
+    if source:
+        body["source"] = source
+    reply = request(root, "POST", "/start", body, timeout)
+    if reply is None:
+        ensure_server(root, cwd)
+        return None
+    text = reply.get("text")
+    if not isinstance(text, str):
+        raise ServerError("the resident server's /start reply has no text")
     return text
 
 

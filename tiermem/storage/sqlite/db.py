@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any
 from tiermem.concurrency import FairLock
 from tiermem.errors import InvalidInput, StorageError, UnsafePath
 from tiermem.redact import REDACT, Redactor
-from tiermem.storage.sqlite import BACKEND, integrity
+from tiermem.storage.sqlite import BACKEND, held_files, integrity
 from tiermem.storage.sqlite.connections import ConnectionPool
 from tiermem.storage.sqlite.migrations import MIGRATIONS, migrate
 
@@ -62,7 +63,9 @@ class Database:
         self._pool = ConnectionPool(self._connect)
         self._writers = FairLock()  # this process's writes take turns in arrival order (no busy-wait sleeps)
         self._closed = False
-        integrity.check_file(path)  # damaged or emptied files are refused before SQLite touches them
+        # damaged or emptied files are refused before SQLite touches them (checked by the first store of
+        # this process on the file: a plain read of a file SQLite has open here drops its locks, see held_files)
+        self._release = weakref.finalize(self, held_files.release, held_files.hold(path, integrity.check_file))
         try:
             if self.read_only:
                 self._check_schema()
@@ -172,6 +175,7 @@ class Database:
     def close(self) -> None:
         self._closed = True
         self._pool.drop(closed=True)
+        self._release()  # once; also when the store is dropped without close()
 
 
 def is_read_only(path: Path) -> bool:

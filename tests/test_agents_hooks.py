@@ -263,6 +263,8 @@ def test_a_full_disk_leaves_the_session_alone(root: Path, repo: Path, tmp_path: 
                           capture_output=True, timeout=60, preexec_fn=small_files, env=_child_env())
     assert (done.returncode, done.stdout) == (0, b"")
     assert "Traceback" not in done.stderr.decode()
+    [line] = log_lines(root)  # the store could not be written: said in the hook log, not to the client
+    assert " claude-code Stop session=s1 what=StorageError" in line
 
 
 # --- no LLM call in a hook (R73) -----------------------------------------------------------------------------
@@ -358,3 +360,14 @@ def test_prompt_and_start_hooks_import_no_click_model_or_mcp(root: Path, repo: P
     assert not modules & {"click", "numpy", "onnxruntime", "mcp", "tokenizers", "httpx", "openai", "anthropic"}
     if event == "SessionStart":
         assert b"Indents with tabs" in done.stdout  # it did its work, with the embedder never loaded
+
+
+def test_doctor_checks_the_modes_of_the_coding_agents_files(root: Path) -> None:
+    with Memory(root, embedder="hash"):
+        pass
+    hook_log.write(root, "codex", "Stop", "s1", "StorageError: disk full")
+    hook_log.log_path(root).chmod(0o644)
+    result = CliRunner().invoke(cli, ["--root", str(root), "doctor"])
+    assert result.exit_code == 1 and "agents/hooks.log 0644" in result.output
+    assert CliRunner().invoke(cli, ["--root", str(root), "doctor", "--repair"]).exit_code == 0
+    assert stat.S_IMODE(hook_log.log_path(root).stat().st_mode) == 0o600

@@ -115,3 +115,11 @@ def test_prompt_query_drops_context_a_client_put_into_the_prompt() -> None:
     assert prompt_query(prompt) == "where is billing?"
     assert prompt_query("<hook_context>x</hook_context>") == ""
     assert len(prompt_query("word " * 5000)) <= 4000
+
+
+def test_what_tiermem_injects_is_recognised_in_the_transcript() -> None:
+    """A client that stores our context in its transcript must not have it journaled back as what the user said."""
+    from tiermem.agents.inject import PROMPT_HEADING
+    from tiermem.agents.transcript import INJECTED_PREFIX
+
+    assert START_HEADING.startswith(INJECTED_PREFIX) and PROMPT_HEADING.startswith(INJECTED_PREFIX)

@@ -1,8 +1,9 @@
 """Doctor's checks of the files under a root: who may read them, and links that lead out of it.
 
 Files tiermem writes (the database and its ``-wal``/``-shm``, ``tiermem.toml``, ``MEMORY.md``, the
-Daily files, dream diaries, lock files) should be ``0600`` and the folders it creates ``0700``:
-a memory store holds what people told their agents. The root itself is left alone (people keep
+Daily files, dream diaries, lock files, the coding agents' hook log, sessions and server token)
+should be ``0600`` and the folders it creates ``0700``: a memory store holds what people told
+their agents. The root itself is left alone (people keep
 it in folders of their own). A symlink inside the root that leads outside it is refused by
 tiermem unless ``allow_symlinks = true``; doctor lists each one.
 """
@@ -14,6 +15,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from tiermem.agents.hook_log import AGENTS_DIR
 from tiermem.config import CONFIG_FILE
 from tiermem.doctor.report import MODES, DoctorReport
 from tiermem.errors import InvalidInput
@@ -59,9 +61,9 @@ def _walk(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
 
 def _written_by_tiermem(root: Path, path: Path) -> bool:
     """Files and folders tiermem writes: the database files, the config, ``MEMORY.md`` and
-    everything under ``memory/`` and ``users/``."""
+    everything under ``memory/``, ``users/`` and ``agents/`` (the coding agents' state)."""
     top = path.relative_to(root).parts[0]
-    return top.startswith(DB_FILE) or top in (CONFIG_FILE, CORE_FILE, DAILY_DIR, USERS_DIR)
+    return top.startswith(DB_FILE) or top in (CONFIG_FILE, CORE_FILE, DAILY_DIR, USERS_DIR, AGENTS_DIR)
 
 
 def check_modes(root: Path, report: DoctorReport) -> None:

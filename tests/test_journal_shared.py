@@ -72,7 +72,7 @@ def test_tiermem_mirror_rewrites_what_differs(postgres: str, tmp_path: Path) -> 
     assert mirror(tmp_path / "b") == mirror(tmp_path / "a")
     (tmp_path / "b" / DAY_FILE).write_text(mirror(tmp_path / "a").replace("from A", "from Z"), encoding="utf-8")
     result = CliRunner().invoke(cli, ["--root", str(tmp_path / "b"), "mirror"], env={"TIERMEM_EMBEDDER": "hash"})
-    assert result.exit_code == 0 and "mirrored 1 file(s)" in result.output, result.output
+    assert result.exit_code == 0 and "mirrored 1 file of user default" in result.output, result.output
     assert "from A" in mirror(tmp_path / "b")  # a same-length edit is found by the full comparison
 
 

@@ -258,3 +258,32 @@ def test_a_secret_conversation_id_still_names_one_conversation(root: Path, clock
         mem.queue.flush()
         assert mem.daily.read().count("I moved to Lisbon") == 2  # another conversation
     assert KEY[8:].encode() not in (root / "tiermem.db").read_bytes()
+
+
+def test_a_tool_input_secret_named_by_its_key_is_redacted_in_the_queue_and_journaled_once(
+        root: Path, clock: FakeClock) -> None:
+    """R68: a tool input ``{"api_key": ...}`` (a value only its key gives away) and a token in JSON
+    inside a tool input never reach the outbox or the journal; the session and the queue, which
+    redact the thread at different moments, still agree on its digests: one record per message."""
+    plain = "hunter2-quokka-771"  # matches no secret pattern: only the key "api_key" says what it is
+    nested = "abcdefg12345-zebra"
+    call = {"type": "tool_use", "id": "toolu_1", "name": "login",
+            "input": {"api_key": plain, "options": json.dumps({"token": nested})}}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Log in to the billing service"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Logging in."}, call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+    ]
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", debounce_seconds=3600) as mem:
+        mem.queue.add("chat-login", messages)
+        queued = json.dumps(mem.queue.pending()[0].messages)
+        assert plain not in queued and nested not in queued and "Logging in." in queued
+        session = mem.session("chat-login")
+        session.add_messages(messages)
+        session.end()
+        mem.queue.flush()
+        journal = mem.daily.read()
+    assert journal.count("Logging in.") == 1 and journal.count("login") >= 1
+    assert plain not in journal and nested not in journal
+    stored = b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
+    assert plain.encode() not in stored and nested.encode() not in stored

@@ -161,9 +161,11 @@ def redact_id(value: str) -> str:
 
 
 def redact_data(value: _T) -> _T:
-    """A JSON-like value (dicts, lists, strings, numbers) with every string in it redacted;
-    dict keys are kept. A string that is JSON itself (tool-call arguments) stays valid JSON."""
-    return _walk(value, redact)  # type: ignore[no-any-return]
+    """A JSON-like value (a message with its tool calls and tool inputs, a queued thread) redacted
+    whole, as :func:`redact_tree` does: every string, a value that only its key gives away
+    (``{"api_key": "..."}`` in a tool input) and JSON inside strings; dict keys are kept and a
+    string that is JSON itself stays valid JSON."""
+    return redact_tree(value)
 
 
 def redact_json(text: str, clean: Callable[[str], str] = redact) -> str:
@@ -231,16 +233,6 @@ def _tree_text(text: str, clean: Callable[[str], str]) -> str:
         else:
             text = text if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
     return clean(text)
-
-
-def _walk(value: Any, clean: Callable[[str], str]) -> Any:
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, dict):
-        return {key: _walk(item, clean) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_walk(item, clean) for item in value]
-    return value
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from tiermem import faults
 from tiermem.errors import TiermemError
+from tiermem.redact import redact_data
 from tiermem.storage.files import MemoryFiles
 from tiermem.storage.journal import FlushHashRepository, IntentBlock, JournalIntent
 from tiermem.tiers.daily import (
@@ -63,7 +64,7 @@ from tiermem.tiers.daily import (
 )
 from tiermem.tiers.flush import kept_indices
 from tiermem.tiers.records import TOOL_RESULT_MAX_CHARS, message_records, tool_names
-from tiermem.tiers.turns import ChatMessage
+from tiermem.tiers.turns import ChatMessage, to_message
 from tiermem.types import Scope
 from tiermem.validate import MAX_MESSAGE_CHARS
 
@@ -132,7 +133,7 @@ class ConversationJournal:
         """Append the messages not journaled before as one ``## <kind> (HH:MM)`` block (at ``at``,
         now by default) and remember their digests. A failed append raises ``StorageError`` and
         remembers nothing, so the caller may retry the same messages."""
-        kept = [messages[i] for i in kept_indices([m.message for m in messages])]
+        kept = self._redacted([messages[i] for i in kept_indices([m.message for m in messages])])
         scheduled = len(messages) - len(kept)
         digests = [conversation_digest(m, self.journal.scrub) for m in kept]
         names = tool_names([m.message for m in kept])
@@ -156,7 +157,7 @@ class ConversationJournal:
         """Append an extra block (e.g. a session summary, R8) about the messages ``about``, unless
         a ``kind`` block about exactly these messages was written before: a replay after a
         restart writes it once. Returns the file written, or None when it was already there."""
-        digests = [conversation_digest(m, self.journal.scrub) for m in about]
+        digests = [conversation_digest(m, self.journal.scrub) for m in self._redacted(about)]
         identity = hashlib.sha256("\x1f".join([kind, *digests]).encode("utf-8")).hexdigest()
         block = self.journal.block(kind, list(lines), at)  # InvalidInput before anything happens
         namespace = self.namespace(conversation_id)
@@ -164,6 +165,19 @@ class ConversationJournal:
             if self.hashes is not None and self.hashes.seen(namespace, [identity]):
                 return None
             return self._commit(writer, namespace, [(block, [identity])])
+
+    def _redacted(self, messages: Sequence[NumberedMessage]) -> list[NumberedMessage]:
+        """With redaction on, each message redacted whole (tool inputs, JSON inside strings: R68)
+        before its digest and its records are made, so a thread journaled from a live session and
+        the same thread from the queue's already redacted copy have the same digests."""
+        if self.journal.scrub is None:
+            return list(messages)
+        out = []
+        for item in messages:
+            raw = dict(item.message.raw)
+            clean = redact_data(raw)
+            out.append(item if clean == raw else NumberedMessage(item.position, to_message(clean)))
+        return out
 
     def _groups(self, kind: str, fresh: dict[str, NumberedMessage], names: dict[str, str],
                 moment: datetime) -> tuple[list[Group], list[str]]:

@@ -54,7 +54,8 @@ def test_start_text_holds_both_scopes_core_plan_and_notes(scopes: tuple[Memory, 
     assert "Next: Port the PDF export (item 1)" in text
     assert "Deploys of ledgerd go through the staging cluster first" in text
     assert count_tokens(text) <= 1500
-    assert state.given == {f.id for f in [*person.facts.list(), *project.facts.list()]}
+    facts = {f.id for f in [*person.facts.list(), *project.facts.list()]}
+    assert state.given == facts | {f"{PROJECT}:memory/2026-03-14.md#L4-L4"}  # the note, as a search cites it
 
 
 def test_start_text_keeps_within_a_small_budget(scopes: tuple[Memory, Memory]) -> None:
@@ -94,20 +95,23 @@ def test_prompt_reads_the_person_scope_and_skips_what_the_start_gave(scopes: tup
     state = State()
     start_context(person, project, state, "startup", 1500)
     assert prompt_context(person, project, state, "tabs or spaces for indentation?", 600) == ""
+    assert prompt_context(person, project, state, "how do we deploy ledgerd to staging", 600) == ""  # a recent note
 
 
-def test_compact_forgets_what_the_session_was_given(scopes: tuple[Memory, Memory]) -> None:
+def test_compact_forgets_what_the_session_was_given(scopes: tuple[Memory, Memory], clock: FakeClock) -> None:
     person, project = scopes
+    project.daily.append("Note", "Hotfixes of ledgerd may skip the staging cluster")
+    clock.advance(5 * 86400)  # older than the recent notes of the start text
     fill(person, project)
     state = State()
     start_context(person, project, state, "startup", 1500)
-    query = "how do we deploy ledgerd to staging"
-    assert "staging cluster" in prompt_context(person, project, state, query, 600)
+    query = "may ledgerd hotfixes skip the staging cluster?"
+    assert "Hotfixes of ledgerd" in prompt_context(person, project, state, query, 600)
     assert prompt_context(person, project, state, query, 600) == ""
     start_context(person, project, state, "resume", 1500)  # the conversation is still there
     assert prompt_context(person, project, state, query, 600) == ""
     start_context(person, project, state, "compact", 1500)
-    assert "staging cluster" in prompt_context(person, project, state, query, 600)
+    assert "Hotfixes of ledgerd" in prompt_context(person, project, state, query, 600)
 
 
 def test_prompt_query_drops_context_a_client_put_into_the_prompt() -> None:

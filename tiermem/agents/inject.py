@@ -14,13 +14,15 @@ the project's ``MEMORY.md``, facts, active plan and journal.
   prompt, minus what this session was given already, within ``coding_prompt_tokens``; ``""`` when
   nothing is relevant (the hook then prints nothing at all).
 
-What each one shows is added to ``state.given`` (fact ids, and ``<user>:<ref>`` of notes), which
+What each one shows is added to ``state.given`` (fact ids, and ``<user>:<ref>`` of Daily records,
+those the start text shows among them), which
 the caller keeps per session (:mod:`tiermem.agents.session_state`).
 """
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from tiermem.facts.injection import citation, core_items, fact_line, notes_from_hits, render_injection
@@ -82,7 +84,24 @@ def start_context(person: Memory, project: Memory, state: GivenState, source: st
         return ""
     text = _cut(SEPARATOR.join([START_HEADING, *sections]), budget)
     state.given.update(fact.id for fact in facts if fact_line(fact) in text)
+    state.given.update(_notes_shown(project, text))
     return text
+
+
+def _notes_shown(project: Memory, text: str) -> set[str]:
+    """The Daily records of the start window that ``text`` shows, keyed as :func:`prompt_context`
+    keys the notes it gives (so a prompt does not bring them again)."""
+    from tiermem.tiers.markdown import parse_records
+    from tiermem.tiers.paths import DAILY_DIR
+
+    today = project.daily.today()
+    shown: set[str] = set()
+    for day in (today - timedelta(days=back) for back in range(DAILY_DAYS)):
+        for record in parse_records(project.daily.read(day)):
+            if record.bullet and record.text.strip() and record.text.strip() in text:
+                ref = f"{DAILY_DIR}/{day.isoformat()}.md#L{record.line_start}-L{record.line_end}"
+                shown.add(_note_key(project, ref))
+    return shown
 
 
 def _memory_section(person: Memory, project: Memory, max_tokens: int) -> tuple[str, list[Fact]]:

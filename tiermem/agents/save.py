@@ -13,6 +13,9 @@
    with ``embed_on_write = false``;
 4. moves the cursor past the batch and writes the session state.
 
+Transcript lines that could not be read (not JSON, or over the line limit: the reader skips and
+counts them) are said once, in one line of the hook log, which ``tiermem doctor`` shows.
+
 A crash anywhere leaves a state the next save repairs: the cursor moves last, so the batch is read
 again; the journal skips what it wrote (position digests, and its write-ahead intents), the outbox
 merges the same messages at the same positions, and extraction skips what it extracted (R28).
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.agents.clients import client
-from tiermem.agents.transcript import TranscriptRead, read_transcript
+from tiermem.agents.transcript import MAX_LINE_BYTES, TranscriptRead, read_transcript
 from tiermem.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -81,7 +84,15 @@ def save_transcript(project: Memory, client_name: str, session_id: str, transcri
             totals.add(read, 0, 0)
         state.cursor = read.end
         state.save()
-    return totals.report(conversation)
+    report = totals.report(conversation)
+    if report.bad_lines or report.long_lines:  # counted once: the cursor has moved past them
+        from tiermem.agents import hook_log
+
+        unread = [f"{report.bad_lines} unreadable"] if report.bad_lines else []
+        unread += [f"{report.long_lines} over {MAX_LINE_BYTES // (1 << 20)} MB"] if report.long_lines else []
+        hook_log.write(project.root, agent.name, "save", session_id,
+                       f"skipped {' and '.join(unread)} transcript lines in {transcript}")
+    return report
 
 
 @dataclass

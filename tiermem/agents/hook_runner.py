@@ -34,10 +34,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tiermem.agents import hook_log
 from tiermem.agents.clients import BUDGET_SECONDS, PROMPT, SAVE, START, AgentClient, client
+
+if TYPE_CHECKING:
+    from tiermem.agents.project import CodingScopes
+    from tiermem.memory import Memory
 
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
 DEFAULT_ROOT = ".tiermem"  # the CLI's default (``--root``, env TIERMEM_HOME)
@@ -144,12 +148,12 @@ def parse_payload(data: bytes) -> dict[str, Any]:
 
 
 # --- the actions ----------------------------------------------------------------------------------------
-def _open(call: HookCall) -> Any:
+def _open(call: HookCall) -> tuple[Memory, Memory, CodingScopes]:
+    """The person and project memories of the payload's ``cwd``, opened as a hook must (no LLM,
+    no queue replay, no shutdown flush, no embedding)."""
     from tiermem.agents.project import open_scopes
-    from tiermem.config import Settings
 
-    settings = {k: v for k, v in HOOK_SETTINGS.items() if k in Settings.__dataclass_fields__ or k == "llm"}
-    return open_scopes(call.root, call.cwd, **settings)
+    return open_scopes(call.root, call.cwd, **HOOK_SETTINGS)
 
 
 def start_action(call: HookCall) -> str:

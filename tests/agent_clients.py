@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fake_openai_server import FakeLLMServer, RecordedRequest
+from fake_openai_server import FakeLLMServer, RecordedRequest, ReplySpec
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))  # the venv's script, as `tiermem setup` names it
 SESSION_TIMEOUT = 180.0  # seconds for one client run on a busy machine (a run takes 1-15 s)
@@ -79,12 +79,34 @@ def extraction(request: RecordedRequest) -> str:
     return json.dumps({"user": {}, "history": {}, "newFacts": facts, "factsToRemove": []})
 
 
-def responder(request: RecordedRequest) -> str:
-    """The fake server's answer: extraction JSON for tiermem (chat completions), a short reply to
-    the coding agent (Anthropic, Responses or Gemini, wrapped and streamed by the server)."""
-    if request.path.split("?", 1)[0].endswith("/chat/completions"):
-        return extraction(request)
-    return REPLY
+class Responder:
+    """The fake server's answers: extraction JSON for tiermem (chat completions); to the coding
+    agent the replies of :meth:`script` in order (e.g. a tool call), then :data:`REPLY` (each
+    wrapped and streamed by the server for the agent's API: Anthropic, Responses or Gemini)."""
+
+    def __init__(self) -> None:
+        self._script: list[ReplySpec] = []
+
+    def script(self, *replies: ReplySpec) -> None:
+        self._script.extend(replies)
+
+    def __call__(self, request: RecordedRequest) -> ReplySpec:
+        if request.path.split("?", 1)[0].endswith("/chat/completions"):
+            return extraction(request)
+        return self._script.pop(0) if self._script else REPLY
+
+
+def tool_results(run: Run) -> list[str]:
+    """The text of every Anthropic ``tool_result`` block the client sent back to the model."""
+    return [block_text(block.get("content")) for request in run.requests for message in request.messages
+            if isinstance(message.get("content"), list)
+            for block in message["content"] if isinstance(block, dict) and block.get("type") == "tool_result"]
+
+
+def block_text(content: object) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
 
 
 def memory_root(path: Path, llm: FakeLLMServer) -> Path:

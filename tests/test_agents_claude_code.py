@@ -24,6 +24,7 @@ from agent_clients import (
     FIRST_MESSAGE,
     REPLY,
     TABS_FACT,
+    Responder,
     Run,
     binary,
     client_env,
@@ -34,14 +35,14 @@ from agent_clients import (
     memory_root,
     model_cache,  # noqa: F401 - a fixture
     resident_server_stopped,
-    responder,
     run_client,
     saved,
     shared_model_cache,  # noqa: F401 - a fixture
     tiermem_cli,
+    tool_results,
     wait_for_server,
 )
-from fake_openai_server import FakeLLMServer
+from fake_openai_server import FakeLLMServer, anthropic_reply, anthropic_tool_use
 
 from tiermem.agents.project import open_scopes
 
@@ -70,6 +71,11 @@ def _claude(claude: str, repo: Path, home: Path, server: FakeLLMServer, prompt: 
     return run
 
 
+def _recall(query: str) -> dict[str, object]:
+    """The model's turn that calls the tiermem MCP server's ``recall`` tool."""
+    return anthropic_reply("", tool_uses=[anthropic_tool_use("mcp__tiermem__recall", {"query": query})])
+
+
 def _missing(root: Path, run: Run, text: str) -> None:
     context = [m for r in run.requests for m in r.messages if m.get("role") == "system"]
     raise AssertionError(f"{text!r} did not reach the model; hook log: {hook_log(root)}; context: {context}")
@@ -87,7 +93,8 @@ def test_claude_code_remembers_the_person_everywhere_and_the_project_in_its_repo
     home.mkdir()
     shop, blog = git_repo(tmp_path / "shop", "shop"), git_repo(tmp_path / "blog", "blog")
     before = _other_hook(shop, other_log)
-    with FakeLLMServer(responder) as server:
+    replies = Responder()
+    with FakeLLMServer(replies) as server:
         root = memory_root(tmp_path / "memory", server)
         for repo in (shop, blog):  # the same memory root: one person, two projects
             tiermem_cli(root, "setup", "claude-code", "--project", str(repo), env=client_env(home, "/usr/bin:/bin"))
@@ -109,14 +116,20 @@ def test_claude_code_remembers_the_person_everywhere_and_the_project_in_its_repo
 
             # session 2, same repository: both facts and the plan's next step reach the model
             wait_for_server(root)  # started by session 1's hooks (which never wait for it)
+            replies.script(_recall("where is the billing API?"))  # the model asks the MCP server too
             second = _claude(claude, shop, home, server, "Where do I start today?")
-            [request] = second.with_text(TABS_FACT) or [_missing(root, second, TABS_FACT)]
+            request = (second.with_text(TABS_FACT) or [_missing(root, second, TABS_FACT)])[0]
             assert BILLING_FACT in request.text and f"Next: {PLAN_STEPS[1]}" in request.text
+            [found] = tool_results(second)
+            assert BILLING_FACT in found  # the MCP server serves this repository's project scope
 
             # session 3, another repository: the person's preference only
+            replies.script(_recall("indentation with tabs or the billing API"))
             third = _claude(claude, blog, home, server, "Add a post about summer.")
             assert third.with_text(TABS_FACT) and not third.with_text("services/ledgerd")
             assert not third.with_text(PLAN_STEPS[1])
+            [found] = tool_results(third)
+            assert TABS_FACT in found  # and the person's scope, in any repository
         print(f"claude -p runs: {first.seconds:.1f} s, {second.seconds:.1f} s, {third.seconds:.1f} s; "
               f"hook log: {hook_log(root)}")
     assert hook_failures(root) == []  # no hook failed

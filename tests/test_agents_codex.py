@@ -18,6 +18,7 @@ from agent_clients import (
     FIRST_MESSAGE,
     REPLY,
     TABS_FACT,
+    Responder,
     Run,
     binary,
     client_env,
@@ -28,7 +29,6 @@ from agent_clients import (
     memory_root,
     model_cache,  # noqa: F401 - a fixture
     resident_server_stopped,
-    responder,
     run_client,
     saved,
     shared_model_cache,  # noqa: F401 - a fixture
@@ -70,7 +70,7 @@ def test_codex_journals_the_session_and_brings_both_facts_to_the_next_one(tmp_pa
     codex = binary("codex")
     home = tmp_path / "home"
     shop = git_repo(tmp_path / "shop", "shop")
-    with FakeLLMServer(responder) as server:
+    with FakeLLMServer(Responder()) as server:
         _codex_config(home / ".codex", server)
         root = memory_root(tmp_path / "memory", server)
         tiermem_cli(root, "setup", "codex", env=client_env(home, "/usr/bin:/bin", CODEX_HOME=str(home / ".codex")))

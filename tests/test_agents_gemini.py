@@ -18,6 +18,7 @@ from agent_clients import (
     FIRST_MESSAGE,
     REPLY,
     TABS_FACT,
+    Responder,
     binary,
     client_env,
     git_repo,
@@ -28,7 +29,6 @@ from agent_clients import (
     model_cache,  # noqa: F401 - a fixture
     node_major,
     resident_server_stopped,
-    responder,
     run_client,
     shared_model_cache,  # noqa: F401 - a fixture
     tiermem_cli,
@@ -60,7 +60,7 @@ def test_gemini_cli_gets_memory_at_session_start_and_is_journaled_once(tmp_path:
         pytest.skip(f"Gemini CLI 0.61 needs Node 20 or later; this machine has {major or 'no node'}")
     home, shop = tmp_path / "home", git_repo(tmp_path / "shop", "shop")
     _gemini_user_settings(home, shop)
-    with FakeLLMServer(responder) as server:
+    with FakeLLMServer(Responder()) as server:
         root = memory_root(tmp_path / "memory", server)
         tiermem_cli(root, "setup", "gemini", "--project", str(shop), env=client_env(home, "/usr/bin:/bin"))
         person, project, _ = open_scopes(root, shop, queue_replay=False, shutdown_flush_seconds=0)

@@ -215,7 +215,8 @@ def test_claude_code_global_keeps_the_other_hooks_and_servers(run: Run, tmp_path
     assert settings["hooks"]["PreToolUse"] == CLAUDE_SETTINGS["hooks"]["PreToolUse"]  # type: ignore[index]
     assert settings["permissions"]["allow"] == ["Bash(ls)", "mcp__tiermem"]
     server = json.loads((home / ".claude.json").read_text())["mcpServers"]["tiermem"]
-    assert [server["command"], *server["args"]] == [*TIERMEM, "--root", str(tmp_path / "mem root"), "mcp"]
+    assert [server["command"], *server["args"]] == [*TIERMEM, "--root", str(tmp_path / "mem root"), "mcp",
+                                                    "--coding-agent"]
     assert server["alwaysLoad"] is True
 
 

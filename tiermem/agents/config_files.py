@@ -94,8 +94,9 @@ class SetupPlace:
         return shlex.join([*self.tiermem, "--root", str(self.root), "hook", client, event])
 
     def mcp_argv(self) -> list[str]:
-        """The MCP server's command line: ``<tiermem> --root <root> mcp``."""
-        return [*self.tiermem, "--root", str(self.root), "mcp"]
+        """The MCP server's command line: ``<tiermem> --root <root> mcp --coding-agent`` (the
+        project scope of the folder the client starts it in, and the person's: R74)."""
+        return [*self.tiermem, "--root", str(self.root), "mcp", "--coding-agent"]
 
 
 def hook_marker(client: str) -> str:

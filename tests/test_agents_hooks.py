@@ -371,3 +371,13 @@ def test_doctor_checks_the_modes_of_the_coding_agents_files(root: Path) -> None:
     assert result.exit_code == 1 and "agents/hooks.log 0644" in result.output
     assert CliRunner().invoke(cli, ["--root", str(root), "doctor", "--repair"]).exit_code == 0
     assert stat.S_IMODE(hook_log.log_path(root).stat().st_mode) == 0o600
+
+
+def test_a_hook_ends_before_the_client_cuts_it_off() -> None:
+    """Codex cuts a SessionEnd hook off at 3 s, under the 5 s save budget: the hook's own limit is
+    set under the client's, so it ends first (and logs why) instead of being killed mid-write."""
+    from tiermem.agents.clients import BUDGET_SECONDS, SAVE, client
+
+    codex, claude = client("codex"), client("claude-code")
+    assert codex.budget("SessionEnd") < 3.0 <= codex.budget("Stop") == BUDGET_SECONDS[SAVE]
+    assert claude.budget("SessionEnd") == BUDGET_SECONDS[SAVE]

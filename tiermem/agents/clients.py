@@ -27,6 +27,7 @@ ACTIONS = (START, PROMPT, SAVE)
 # timeouts setup writes in the clients' configs are a little longer (:func:`hook_timeout_seconds`),
 # so the client never kills a hook that is still within its budget.
 BUDGET_SECONDS = {START: 2.0, PROMPT: 1.0, SAVE: 5.0}
+LIMIT_MARGIN_SECONDS = 0.5  # under a client's own cut-off, so the hook ends first and logs why
 
 CLIENT_MODULES = ("tiermem.agents.claude_code", "tiermem.agents.codex", "tiermem.agents.gemini")
 
@@ -62,10 +63,19 @@ class AgentClient:
     # a client that writes a message again when it changes: the line's message id (the transcript
     # reader then reads only what a rewrite adds; see tiermem.agents.transcript), else None
     transcript_key: Callable[[Mapping[str, Any]], str | None] | None = None
+    # events the client itself cuts off sooner than tiermem's budget for them: event -> its limit (s)
+    event_limits: Mapping[str, float] = field(default_factory=dict)
 
     def action(self, event: str) -> str | None:
         """The action of a hook event, ``None`` for events tiermem does not use."""
         return self.events.get(event)
+
+    def budget(self, event: str) -> float:
+        """The hook's own time limit for ``event``: the budget of its action, and a margin under
+        the client's limit where the client cuts the hook off sooner (Codex's SessionEnd)."""
+        budget = BUDGET_SECONDS.get(self.action(event) or PROMPT, BUDGET_SECONDS[PROMPT])
+        limit = self.event_limits.get(event)
+        return budget if limit is None else max(0.5, min(budget, limit - LIMIT_MARGIN_SECONDS))
 
 
 def hook_timeout_seconds(action: str) -> int:

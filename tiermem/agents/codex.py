@@ -225,4 +225,5 @@ CLIENT = register(AgentClient(
     context_output=context_output,
     transcript_line=transcript_line,
     config=write_config,
+    event_limits={"SessionEnd": SESSION_END_MAX_SECONDS},
 ))

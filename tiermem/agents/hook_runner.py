@@ -353,10 +353,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: IO[bytes] | None = None, s
 
 def _budget(args: HookArgs) -> float:
     try:
-        action = client(args.client).action(args.event)
-    except Exception:
-        action = None
-    return BUDGET_SECONDS.get(action or PROMPT, BUDGET_SECONDS[PROMPT])
+        return client(args.client).budget(args.event)
+    except Exception:  # an unknown client: run_hook logs it; the shortest budget meanwhile
+        return BUDGET_SECONDS[PROMPT]
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m tiermem.agents.hook_runner

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from tiermem import Memory
+from tiermem.paths import UserPaths
 from tiermem.testing import FakeClock
 from tiermem.tiers.daily import DailyJournal
-from tiermem.tiers.paths import UserPaths
 
 START = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 CHILD = """

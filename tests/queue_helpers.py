@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.config import load_settings
+from tiermem.paths import DEFAULT_USER, USERS_DIR, UserPaths
 from tiermem.storage.backend import open_database
 from tiermem.storage.sql import Database
 from tiermem.tiers.markdown import parse_records
-from tiermem.tiers.paths import DEFAULT_USER, USERS_DIR, UserPaths
 
 
 def thread(start: int, count: int, tag: str = "t1") -> list[dict[str, str]]:

@@ -185,6 +185,22 @@ def test_tool_output_is_capped_and_secrets_are_redacted(root: Path, clock: FakeC
     assert key not in journal and "characters omitted" in journal
 
 
+def test_a_capped_tool_result_says_how_much_of_the_original_was_left_out(root: Path, clock: FakeClock,
+                                                                          tmp_path: Path) -> None:
+    result = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_9", "content": "ledgerd " * 125}]}}  # 1000 characters
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(user("list the services") + json.dumps(result) + "\n")
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", user_id=PROJECT, agent_name=AGENT,
+                queue_replay=False, shutdown_flush_seconds=0, tool_result_max_chars=200) as mem:
+        save(mem, transcript)
+        (item,) = OutboxRepository(mem.db).items()
+        queued = item.messages[1]["content"][0]["content"]  # type: ignore[index]
+    cut = "ledgerd " * 25 + " [… 800 characters omitted]"
+    assert queued == cut
+    assert [text for text in texts(root) if "ledgerd" in text] == [f"tool result (toolu_9): {cut}"]  # cut once
+
+
 def test_a_message_that_cannot_be_kept_is_skipped_and_keeps_its_position(project: Memory, tmp_path: Path) -> None:
     transcript = tmp_path / "t.jsonl"
     transcript.write_text(user("before") + user("x" * 250_000) + user("after") + "garbage\n")

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiermem import InvalidInput, Memory
+from tiermem.paths import UserPaths
 from tiermem.storage.chunks import ChunkRepository
 from tiermem.testing import FakeClock
 from tiermem.tiers.core import parse_core
 from tiermem.tiers.daily import DailyJournal
 from tiermem.tiers.indexer import CHUNK_MAX_CHARS, chunks_of
 from tiermem.tiers.markdown import normalise_text, parse_records, render_record
-from tiermem.tiers.paths import UserPaths
 from tiermem.tiers.records import message_records, tool_names
 from tiermem.tiers.turns import to_message
 from tiermem.validate import MAX_MESSAGE_CHARS

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from tiermem import Memory, TiermemError, UnsafePath
 from tiermem.cli.main import cli
+from tiermem.paths import open_private, read_file
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
-from tiermem.tiers.paths import open_private, read_file
 
 pytestmark = pytest.mark.usefixtures("backend")
 

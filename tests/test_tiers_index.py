@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tiermem import InvalidInput, Memory
+from tiermem.paths import UserPaths
 from tiermem.storage.chunks import EMPTY_SHA256, Chunk, ChunkRepository
 from tiermem.testing import FakeClock
 from tiermem.tiers.indexer import chunks_of
-from tiermem.tiers.paths import UserPaths
 
 pytestmark = pytest.mark.usefixtures("backend")
 

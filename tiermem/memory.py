@@ -90,8 +90,8 @@ class Memory:
         check_names(None if self._llm_object else self.settings.llm,
                     None if self._embedder_object else self.settings.embedder)
         self.clock: Clock = clock if clock is not None else SystemClock()
+        from tiermem.paths import make_dirs
         from tiermem.storage.backend import open_database
-        from tiermem.tiers.paths import make_dirs
 
         make_dirs(self.root)  # a root tiermem creates is 0700
         self.db: Database = open_database(self.root, self.settings)
@@ -244,14 +244,11 @@ class Memory:
         return self._search.min_score()
 
     def embed_pending(self) -> int:
-        """Embed the items of this store that have no vector yet (written by other processes, or
-        with ``embed_on_write = false``) and catch this Memory's loaded indexes up; returns how
-        many items were embedded (0 also when another thread of this Memory is embedding them)."""
-        indexer = self._search.indexer
-        done = indexer.embed_pending(wait=False) or 0
-        if done:
-            indexer.refresh()
-        return done
+        """Embed the items of this scope that have no vector yet (written by other processes, or
+        with ``embed_on_write = false``); returns how many were embedded (0 also when another
+        thread of this Memory is embedding). A search of this scope meanwhile does not wait for
+        them: it uses the vectors there are (the items are found by their words)."""
+        return self._search.indexer.embed_pending(wait=False, scope=self.scope) or 0
 
     def vector_status(self) -> IndexStatus:
         """The vector index of this scope: model in use, the model it was built with, missing vectors."""

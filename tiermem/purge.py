@@ -59,13 +59,13 @@ from typing import TYPE_CHECKING, Any
 from tiermem import validate
 from tiermem.clock import utc_iso
 from tiermem.errors import InvalidInput, NotFound, StorageError, TiermemError
+from tiermem.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, DREAMS_DIR, UserPaths, day_of, read_file
 from tiermem.plural import counted
 from tiermem.search.index_files import drop_user_files
 from tiermem.storage.matcher import Matcher
 from tiermem.storage.purge import ErasedFact, OutboxChange, PurgeRepository, sha256_hex
 from tiermem.tiers.daily import LOCK_FILE as JOURNAL_LOCK
 from tiermem.tiers.daily import LOCK_TIMEOUT_SECONDS, namespace_prefixes
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, DREAMS_DIR, UserPaths, day_of, read_file
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ def _file_changes(files: MemoryFiles, matcher: Matcher) -> list[_FileChange]:
 
 
 def _write_files(files: MemoryFiles, changes: Sequence[_FileChange]) -> None:
-    from tiermem.tiers.paths import atomic_write
+    from tiermem.paths import atomic_write
 
     for change in changes:
         if change.file.local:

@@ -200,7 +200,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     file in its folder: fsync, the old mode (and owner) or ``0600`` for a new file, rename."""
     import tempfile
 
-    from tiermem.tiers.paths import make_dirs, sync_dir  # not at import: hooks load the client modules
+    from tiermem.paths import make_dirs, sync_dir  # not at import: hooks load the client modules
 
     target = Path(os.path.realpath(path))
     try:

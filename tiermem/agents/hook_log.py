@@ -52,7 +52,7 @@ def write(root: Path, client: str, event: str, session: str | None, what: str,
     """Append one line to the hook log; False (and nothing raised) when it cannot be written."""
     try:
         line = log_line(when or datetime.now(UTC), client, event, session, what) + "\n"
-        from tiermem.tiers.paths import make_dirs, open_private
+        from tiermem.paths import make_dirs, open_private
 
         make_dirs(agents_dir(root))
         path = log_path(root)
@@ -71,7 +71,7 @@ def write(root: Path, client: str, event: str, session: str | None, what: str,
 
 def _trim(path: Path) -> None:
     """Keep the newer half of the log (whole lines)."""
-    from tiermem.tiers.paths import atomic_write
+    from tiermem.paths import atomic_write
 
     with contextlib.suppress(Exception):
         data = path.read_bytes()

@@ -91,8 +91,8 @@ def start_context(person: Memory, project: Memory, state: GivenState, source: st
 def _notes_shown(project: Memory, text: str) -> set[str]:
     """The Daily records of the start window that ``text`` shows, keyed as :func:`prompt_context`
     keys the notes it gives (so a prompt does not bring them again)."""
+    from tiermem.paths import DAILY_DIR
     from tiermem.tiers.markdown import parse_records
-    from tiermem.tiers.paths import DAILY_DIR
 
     today = project.daily.today()
     shown: set[str] = set()

@@ -159,7 +159,7 @@ def _read_cache(root: Path) -> dict[str, Any]:
 
 
 def _write_cache(root: Path, projects: dict[str, Any]) -> None:
-    from tiermem.tiers.paths import atomic_write
+    from tiermem.paths import atomic_write
 
     kept = dict(list(projects.items())[-MAX_CACHED:])
     data = json.dumps({"version": 1, "projects": kept}, indent=1, sort_keys=False).encode("utf-8")

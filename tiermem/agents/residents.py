@@ -7,8 +7,10 @@
 - A **project** ``Memory`` per project scope the server has seen, at most :data:`MAX_PROJECTS`,
   least recently used closed first (once no request holds it); each shares the person's providers
   and runs the Deep Dream scheduler of its scope (``dream_schedule``).
-- Every tick: the items the hooks journaled without vectors (``embed_on_write = false``) are
-  embedded, so a prompt's search does not have to.
+- Nothing the server writes is embedded inline (``embed_on_write = false``, as in the hooks): each
+  open scope's items without vectors are embedded by its own ``Memory`` right after a save and
+  every tick, so a prompt's search of that scope meanwhile uses the vectors there are instead of
+  embedding them itself (a search embeds only its own scope's pending items).
 
 Requests: :meth:`Residents.prompt` (the relevant memory for a prompt, via
 :func:`tiermem.agents.inject.prompt_context`, not given before in the session) and
@@ -120,7 +122,8 @@ class Residents:
         """The person's memory of ``root`` with its providers built and everything a prompt needs
         loaded (see :meth:`warm_up`); with ``warm_cwd``, that folder's project memory too."""
         settings = load_settings(root)
-        person = Memory(root, user_id=settings.coding_person_name(), agent_name=settings.coding_agent_name)
+        person = Memory(root, user_id=settings.coding_person_name(), agent_name=settings.coding_agent_name,
+                        embed_on_write=False)  # the queue's writes too: each scope is embedded by its tick
         residents = cls(root, settings, person)
         try:
             residents.warm_up(warm_cwd)
@@ -287,6 +290,8 @@ class Residents:
                 report = save_transcript(project, request.client, request.session_id, Path(request.text), state)
             log.info("saved %s: %d messages read, %d journaled", report.conversation, report.read, report.journaled)
             self.person.queue.wake()
+            with self.project(self.scopes(request.cwd).project) as project:
+                project.embed_pending()  # now, by the memory whose searches then need not wait for it
         except Exception as exc:
             log.warning("saving %s-%s failed", request.client, request.session_id, exc_info=True)
             hook_log.write(self.root, request.client, "save (resident server)", request.session_id,
@@ -299,9 +304,9 @@ class Residents:
 
     # --- background work ---------------------------------------------------------------------
     def tick(self) -> None:
-        """Look for queued items other processes added (as ``tiermem worker`` does) and embed the
-        items written without vectors: through each open project memory (a search of that scope
-        meanwhile uses its index as it is rather than embedding them too), then the person's."""
+        """Look for queued items other processes added (as ``tiermem worker`` does) and embed each
+        open scope's items written without vectors, through that scope's memory (a search of the
+        scope meanwhile uses its index as it is rather than embedding them too)."""
         try:
             if self.person.settings.enabled:
                 self.person.queue.start()

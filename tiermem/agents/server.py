@@ -243,7 +243,7 @@ class PooledHTTPServer(HTTPServer):
 
 def publish(files: ServerFiles, port: int, token: str) -> None:
     """``server.token`` then ``server.json`` (atomic, 0600): a reader of the second finds the first."""
-    from tiermem.tiers.paths import atomic_write
+    from tiermem.paths import atomic_write
 
     atomic_write(files.token, token.encode("ascii") + b"\n")
     info = {"port": port, "pid": os.getpid(), "started": time.time()}

@@ -75,7 +75,7 @@ class ServerFiles:
         return self.folder / LOG_FILE
 
     def make_folder(self) -> None:
-        """``<root>/agents`` and its missing parents, each 0700 (as ``tiers.paths.make_dirs``, whose
+        """``<root>/agents`` and its missing parents, each 0700 (as ``tiermem.paths.make_dirs``, whose
         module is too heavy to import here)."""
         missing = [p for p in (self.folder, *self.folder.parents) if not p.is_dir()]
         for folder in reversed(missing):

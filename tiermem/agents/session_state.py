@@ -54,7 +54,7 @@ class SessionState:
 
     def save(self) -> None:
         """Write the state (atomically, ``0600``)."""
-        from tiermem.tiers.paths import atomic_write
+        from tiermem.paths import atomic_write
 
         cursor = self.cursor
         data = {"version": VERSION,

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from tiermem import validate
 from tiermem.cli.app import cli, json_option, print_json, state_of
 from tiermem.config import CONFIG_FILE
-from tiermem.tiers.paths import make_dirs, write_private
+from tiermem.paths import make_dirs, write_private
 from tiermem.types import Scope
 
 _TEMPLATE = """\

@@ -25,10 +25,10 @@ from typing import Any
 
 from tiermem.clock import parse_utc
 from tiermem.doctor.report import MARKS, QUEUE, REBUILD, REINDEX, DoctorReport
+from tiermem.paths import CORE_FILE, DAILY_DIR, UserPaths
 from tiermem.plural import counted, for_count
 from tiermem.storage.outbox import claimer_gone
 from tiermem.tiers.indexer import chunks_of, is_indexed_path
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHOWN = 5

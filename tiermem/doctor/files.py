@@ -19,9 +19,9 @@ from tiermem.agents.hook_log import AGENTS_DIR
 from tiermem.config import CONFIG_FILE
 from tiermem.doctor.report import MODES, DoctorReport
 from tiermem.errors import InvalidInput
+from tiermem.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, USERS_DIR, UserPaths
 from tiermem.plural import counted
 from tiermem.storage.backend import DB_FILE
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, DEFAULT_USER, USERS_DIR, UserPaths
 
 OWNER_ONLY = 0o700  # files end up 0600 (tiermem writes no executables), folders 0700
 _SHOWN = 5  # how many paths a one-line problem names

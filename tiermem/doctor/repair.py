@@ -36,6 +36,7 @@ from tiermem.doctor.salvage import salvage_into
 from tiermem.errors import StorageError, TiermemError
 from tiermem.memory import Memory
 from tiermem.models.protocols import Embedder
+from tiermem.paths import UserPaths
 from tiermem.plural import counted
 from tiermem.queue.worker import lease_seconds
 from tiermem.redact import Redactor
@@ -46,7 +47,6 @@ from tiermem.storage.sqlite import integrity
 from tiermem.storage.sqlite.db import Database
 from tiermem.storage.sqlite.migrations import MIGRATIONS
 from tiermem.tiers.indexer import FileIndexer
-from tiermem.tiers.paths import UserPaths
 
 log = logging.getLogger(__name__)
 

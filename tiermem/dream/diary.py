@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
+from tiermem.paths import DAILY_DIR, DREAMS_DIR
 from tiermem.tiers.markdown import fold
-from tiermem.tiers.paths import DAILY_DIR, DREAMS_DIR
 
 if TYPE_CHECKING:
     from tiermem.storage.files import MemoryFiles

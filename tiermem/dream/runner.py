@@ -46,11 +46,11 @@ from tiermem.dream.prompt import DailySource, DreamBudget, build_dream_messages
 from tiermem.dream.support import SupportChecker, SupportPolicy
 from tiermem.dream.window import DreamInput, fit_to_budget
 from tiermem.errors import DreamError, NotFound, ProviderError, TiermemError
+from tiermem.paths import FILE_MODE, make_dirs
 from tiermem.plural import counted
 from tiermem.storage.dreams import CoreVersion, DreamRepository
 from tiermem.tiers.core import CoreChanged, Locker, parse_core
 from tiermem.tiers.markdown import parse_records
-from tiermem.tiers.paths import FILE_MODE, make_dirs
 
 if TYPE_CHECKING:
     from tiermem.models.protocols import ChatModel, Embedder

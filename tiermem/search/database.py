@@ -42,9 +42,9 @@ class DatabaseIndexer(Indexer):
 
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:
-        """Items written behind this process's back are embedded first, unless another thread is
-        embedding right now (a search does not wait for a writer)."""
-        self.embed_pending(wait=False)
+        """Items of ``scope`` written behind this process's back are embedded first, unless another
+        thread is embedding right now (a search does not wait for a writer)."""
+        self.embed_pending(wait=False, scope=scope)
         flt = filters.for_sql() if filters is not None else DocFilter()
         return self.queries.nearest(scope, self.model, _blob(vector), top, flt)
 

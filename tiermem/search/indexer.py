@@ -274,15 +274,16 @@ class Indexer:
             found.update(blobs)
         return [(doc_id, found[h]) for (doc_id, _), h in zip(parts, hashes, strict=True) if h in found]
 
-    def embed_pending(self, wait: bool = True) -> int | None:
-        """Embed every item that was never embedded; returns how many items were linked, or
-        ``None`` without ``wait`` when another thread is embedding (it will do these too)."""
+    def embed_pending(self, wait: bool = True, scope: Scope | None = None) -> int | None:
+        """Embed every item (of ``scope``, or of all scopes) that was never embedded; returns how
+        many items were linked, or ``None`` without ``wait`` when another thread is embedding (it
+        will do these too). A search passes its scope: it never needs another scope's vectors."""
         if not self._embed_lock.acquire(blocking=wait):
             return None
         try:
             done = after = 0
             while True:
-                docs = self.vectors.unembedded(PENDING_BATCH, after)
+                docs = self.vectors.unembedded(PENDING_BATCH, after, scope)
                 if not docs:
                     return done
                 self._write(docs)

@@ -108,9 +108,9 @@ class LoadedIndexer(Indexer):
         embedding or syncing right now (then as it is: the search does not wait for a writer)."""
         loaded = self._loaded.get(scope)
         if loaded is None:  # the first search of a scope waits for its load in any case
-            self.embed_pending()
+            self.embed_pending(scope=scope)
             return self._sync(scope, wait=True)
-        if self.embed_pending(wait=False) is None:
+        if self.embed_pending(wait=False, scope=scope) is None:
             return loaded
         return self._sync(scope, wait=False)
 

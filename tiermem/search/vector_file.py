@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tiermem.paths import NOFOLLOW, make_dirs
 from tiermem.search.vectors import VectorIndex
-from tiermem.tiers.paths import NOFOLLOW, make_dirs
 from tiermem.types import Scope
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from tiermem.paths import UserPaths
     from tiermem.storage.sql import Database
-    from tiermem.tiers.paths import UserPaths
 
 
 @dataclass(frozen=True)

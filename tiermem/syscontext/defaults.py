@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from tiermem.paths import CORE_FILE
 from tiermem.storage.epochs import memory_epoch
 from tiermem.syscontext.builder import ContextSource, SystemContext
 from tiermem.syscontext.sources import daily_source, memory_source, plan_source
-from tiermem.tiers.paths import CORE_FILE
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tiermem.clock import Clock
 from tiermem.config import Settings
 from tiermem.errors import TiermemError
+from tiermem.paths import UserPaths
 from tiermem.redact import redact
 from tiermem.storage.chunks import ChunkRepository
 from tiermem.storage.dreams import DreamRepository
@@ -23,7 +24,6 @@ from tiermem.tiers.core import CoreFile
 from tiermem.tiers.daily import DailyJournal
 from tiermem.tiers.flusher import SessionFlusher
 from tiermem.tiers.indexer import FileIndexer
-from tiermem.tiers.paths import UserPaths
 from tiermem.tiers.worker import BackgroundWorker
 from tiermem.types import Scope
 

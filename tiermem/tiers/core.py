@@ -21,7 +21,7 @@ step under the store's ``.core.lock``, on both backends.
 With a ``scrub`` (the store's redaction, R68) what :meth:`CoreFile.write` writes is redacted, and
 so is what :meth:`CoreFile.read` returns: a secret a person typed into ``MEMORY.md`` by hand stays
 in their file (SQLite) but not in anything tiermem derives from it. A ``MEMORY.md`` that is a
-symlink leading outside the memory root is refused (see :mod:`tiermem.tiers.paths`).
+symlink leading outside the memory root is refused (see :mod:`tiermem.paths`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tiermem import validate
 from tiermem.clock import Clock, SystemClock
 from tiermem.errors import InvalidInput, StorageError, TiermemError
+from tiermem.paths import CORE_FILE, UserPaths, atomic_write, read_file
 from tiermem.tiers.markdown import fold, parse_records
-from tiermem.tiers.paths import CORE_FILE, UserPaths, atomic_write, read_file
 
 if TYPE_CHECKING:
     from tiermem.storage.dreams import DreamRepository

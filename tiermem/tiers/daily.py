@@ -47,10 +47,10 @@ from typing import Any, Protocol, TypeVar
 from tiermem import validate
 from tiermem.clock import Clock
 from tiermem.errors import InvalidInput, StorageError, UnsafePath
+from tiermem.paths import DAILY_DIR, FILE_MODE, UserPaths, day_of, make_dirs
 from tiermem.storage.files import MemoryFiles
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository, PrefixMark
 from tiermem.tiers.markdown import fold, normalise_text, render_record
-from tiermem.tiers.paths import DAILY_DIR, FILE_MODE, UserPaths, day_of, make_dirs
 
 log = logging.getLogger(__name__)
 

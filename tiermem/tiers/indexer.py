@@ -27,11 +27,11 @@ from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tiermem.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
 from tiermem.storage.chunks import Chunk, ChunkRepository
 from tiermem.storage.files import MemoryFiles
 from tiermem.tiers.daily import AppendEvent
 from tiermem.tiers.markdown import Record, fold, parse_records
-from tiermem.tiers.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
 
 log = logging.getLogger(__name__)
 

@@ -64,11 +64,20 @@ def condense(text: str, max_chars: int) -> str:
     return cut.rstrip() + " …"
 
 
+_OMITTED = re.compile(r" \[… (\d+) characters omitted\]\Z")
+
+
 def cap(text: str, max_chars: int) -> str:
-    """``text`` itself, or its first ``max_chars`` characters and ``[… N characters omitted]``."""
+    """``text`` itself, or its first ``max_chars`` characters and ``[… N characters omitted]``.
+    A text cut before (a coding agent's save cuts tool output before the journal does) is not cut
+    again: the note keeps counting from the original, ``cap(cap(t, n), n) == cap(t, n)``."""
     if len(text) <= max_chars:
         return text
-    return f"{text[:max_chars]} [… {len(text) - max_chars} characters omitted]"
+    cut = _OMITTED.search(text)
+    kept, omitted = (text[:cut.start()], int(cut.group(1))) if cut else (text, 0)
+    if len(kept) <= max_chars:
+        return text
+    return f"{kept[:max_chars]} [… {omitted + len(kept) - max_chars} characters omitted]"
 
 
 def _speaker(message: ChatMessage) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import ImportConflict, InvalidInput, StorageError
-from tiermem.tiers.paths import (
+from tiermem.paths import (
     CORE_FILE,
     DAILY_DIR,
     DEFAULT_USER,

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tiermem.tiers.paths import DAILY_DIR, DREAMS_DIR
+from tiermem.paths import DAILY_DIR, DREAMS_DIR
 
 if TYPE_CHECKING:
     from tiermem.tiers.core import CoreFile

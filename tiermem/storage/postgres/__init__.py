@@ -12,11 +12,11 @@ from tiermem.storage.postgres import admin, locks, outbox
 from tiermem.storage.sql import Backend
 
 if TYPE_CHECKING:
+    from tiermem.paths import UserPaths
     from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
     from tiermem.storage.files import MemoryFiles
     from tiermem.storage.search import SearchIndex
     from tiermem.storage.sql import Database
-    from tiermem.tiers.paths import UserPaths
 
 
 def _files(db: Database, paths: UserPaths, *, mirror: bool = True) -> MemoryFiles:

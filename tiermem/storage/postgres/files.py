@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiermem.errors import StorageError, TiermemError
+from tiermem.paths import CORE_FILE, UserPaths, make_dirs, read_file
 from tiermem.storage.files import FileStat, MemoryFiles
-from tiermem.tiers.paths import CORE_FILE, UserPaths, make_dirs, read_file
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database

@@ -8,11 +8,11 @@ from tiermem.storage.sql import Backend
 from tiermem.storage.sqlite import admin, locks, outbox
 
 if TYPE_CHECKING:
+    from tiermem.paths import UserPaths
     from tiermem.storage.embeddings import EmbeddingRepository
     from tiermem.storage.files import MemoryFiles
     from tiermem.storage.search import SearchIndex
     from tiermem.storage.sql import Database
-    from tiermem.tiers.paths import UserPaths
 
 
 def _files(db: Database, paths: UserPaths, *, mirror: bool = True) -> MemoryFiles:

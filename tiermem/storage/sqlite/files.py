@@ -1,6 +1,6 @@
 """The Markdown files of the SQLite backend: plain files under the memory root, which are the store.
 
-Written as :mod:`tiermem.tiers.paths` describes: ``0600`` files in ``0700`` folders, never
+Written as :mod:`tiermem.paths` describes: ``0600`` files in ``0700`` folders, never
 through a final symlink (``O_NOFOLLOW``), a link leading out of the root refused
 (:class:`~tiermem.errors.UnsafePath`) unless ``allow_symlinks``. An append is one ``write``,
 undone on failure; like the database (WAL, ``synchronous=NORMAL``) it is not fsynced unless
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tiermem.errors import StorageError
+from tiermem.paths import UserPaths, atomic_write, make_dirs, open_private, read_file, sync_dir
 from tiermem.storage.files import FileStat, MemoryFiles
-from tiermem.tiers.paths import UserPaths, atomic_write, make_dirs, open_private, read_file, sync_dir
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database

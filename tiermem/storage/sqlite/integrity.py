@@ -30,7 +30,7 @@ HEADER_SIZE = 100
 QUICK_CHECK_MAX_BYTES = 32 * 1024 * 1024
 #: SQLite's primary result codes that mean "this file is damaged" (SQLITE_CORRUPT, SQLITE_NOTADB).
 DAMAGE_CODES = frozenset({11, 26})
-#: Where Markdown memory lives under a root (the layout of :mod:`tiermem.tiers.paths`).
+#: Where Markdown memory lives under a root (the layout of :mod:`tiermem.paths`).
 MARKDOWN_GLOBS = ("MEMORY.md", "memory/*.md", "users/*/MEMORY.md", "users/*/memory/*.md")
 REPAIR_HINT = "run `tiermem doctor --repair` to rebuild it beside the damaged file"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tiermem.errors import UnsafePath
+from tiermem.paths import make_dirs
 from tiermem.storage.sql import check_lock_name
-from tiermem.tiers.paths import make_dirs
 
 if TYPE_CHECKING:
     from tiermem.storage.sql import Database

@@ -1,5 +1,8 @@
 """Where a user's Markdown tiers live, and how tiermem opens files under the memory root.
 
+A ground-floor module (it needs only :mod:`tiermem.validate` and :mod:`tiermem.errors`): storage,
+the tiers, the doctor and the coding-agent hooks all open their files through it.
+
 The default user keeps ``MEMORY.md`` and ``memory/`` at the root; any other user under
 ``users/<user_id>/``. User ids are validated (no separators, no ``..``).
 

@@ -1,7 +1,7 @@
 """P8: the coding-agent hooks as a client runs them, whole process, wall time.
 
     python bench/hooks.py [--runs 20] [--records 10000] [--messages 2000] [--embedder local]
-                          [--cache DIR] [--only prompt_up,prompt_down,start,stop] [--json]
+                          [--cache DIR] [--only CASE,...] [--json]
 
 Each run is a fresh ``tiermem --root ROOT hook claude-code EVENT`` process with the event's JSON
 payload on stdin (as Claude Code sends it), timed from ``Popen`` to its exit, with its CPU time
@@ -14,16 +14,19 @@ day), 37 facts in each of the person and project scopes, every item embedded wit
 
 - ``prompt_up``: ``UserPromptSubmit`` with the resident server running and the repository's
   memory loaded (as a session-start hook leaves it); a new session id per run, so nothing was
-  given before; the run fails if nothing was injected;
+  given before, and another question each run (:func:`prompt`); how many runs injected
+  something is reported (a hook past its budget injects nothing);
 - ``prompt_down``: the same with no server. The bench holds ``server.lock`` meanwhile, so the hook
   finds "a server is starting" and starts none: what is timed is the hook alone;
-- ``start``: ``SessionStart`` (``source=startup``) with the server running;
+- ``start``: ``SessionStart`` (``source=startup``) with the server running; ``start_down``:
+  without (as ``prompt_down``), so the hook builds the text itself;
 - ``stop``: ``Stop`` of a new session whose transcript holds ``--messages`` messages in Claude
   Code's JSONL shape (user prompts, assistant text, tool_use and tool_result, and the client's
   bookkeeping lines between them), the server running, on a copy of the root (each save adds
   ``--messages`` records). After each run the bench waits until the transcript is journaled to its
   end and every new record has its vector (by the hook or the server), so no run overlaps the work
-  of the one before.
+  of the one before; ``stop_down``: no server (the hook saves by itself, within its budget: the
+  messages it got to are reported).
 
 Printed: per case the median, min and max seconds, the median CPU seconds, the baselines and the
 difference, with the targets (prompt <= 0.35 s and start <= 0.5 s over the baseline; stop <= 1 s).
@@ -49,15 +52,26 @@ from pathlib import Path
 from typing import Any
 
 TARGETS = {"prompt_up": ("over_baseline", 0.35), "prompt_down": ("over_baseline", 0.35),
-           "start": ("over_baseline", 0.5), "stop": ("wall", 1.0)}
-CASES = ("prompt_up", "prompt_down", "start", "stop")
+           "start": ("over_baseline", 0.5), "start_down": ("over_baseline", 0.5), "stop": ("wall", 1.0),
+           "stop_down": ("wall", 1.0)}
+CASES = tuple(TARGETS)
+DOWN = ("prompt_down", "start_down", "stop_down")  # no server: the hook does the work itself
 PROMPT = "How do we run the database migrations of the billing service before a deploy?"
 TOPICS = ["billing", "ledger", "invoices", "auth", "search", "cache", "queue", "deploy", "metrics", "parser",
           "scheduler", "exports", "webhooks", "payments", "profiles", "sessions", "uploads", "reports"]
 VERBS = ["fixed", "refactored", "tested", "profiled", "documented", "reviewed", "renamed", "split", "merged",
          "debugged"]
+ASK = ["fix", "refactor", "test", "profile", "document", "review", "rename", "split", "merge", "debug"]
 THINGS = ["the retry loop", "the connection pool", "a flaky test", "the migration script", "the config loader",
           "the JSON encoder", "the rate limiter", "the error messages", "the CLI flags", "the index build"]
+
+
+def prompt(i: int) -> str:
+    """The prompt of run ``i``: a question about the journal's subjects, another each run (so the
+    query is embedded each time; its words recur, as in a real project)."""
+    rng = random.Random(i)
+    return (f"How do we {rng.choice(ASK)} {rng.choice(THINGS)} of the "
+            f"{rng.choice(TOPICS)} service before a deploy?" if i else PROMPT)
 
 
 def _record(rng: random.Random, i: int) -> str:
@@ -159,6 +173,8 @@ def _tiermem() -> list[str]:
 class Sample:
     wall: float  # seconds from Popen to exit
     cpu: float  # user + system seconds of the process
+    saved: int | None = None  # stop_down: messages the hook journaled within its budget
+    injected: bool | None = None  # prompts: the hook printed context (False: nothing, e.g. past its budget)
 
 
 def _timed(args: list[str], payload: dict[str, Any] | None, env: dict[str, str]) -> tuple[Sample, bytes]:
@@ -192,13 +208,15 @@ def _wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def _start_server(root: Path, repo: Path, env: dict[str, str]) -> None:
-    """The server as a session-start hook leaves it: running, with the repository's memory loaded."""
+    """A new server (one left running may hold other code or settings), as a session's start hook
+    leaves it: running, the repository's memory loaded, one session started (not timed)."""
     from tiermem.agents import server_client
 
-    if not server_client.healthy(root):
-        os.environ.update(env)
-        server_client.ensure_server(root, str(repo))
+    _stop_server(root)
+    os.environ.update(env)
+    server_client.ensure_server(root, str(repo))
     _wait_until(lambda: server_client.healthy(root), 300, "the resident server")
+    _timed(_hook(root, "SessionStart"), _payload("SessionStart", repo, "bench-warm", source="startup"), env)
 
 
 def _stop_server(root: Path) -> None:
@@ -209,7 +227,7 @@ def _stop_server(root: Path) -> None:
     info = server_client.read_info(root)
     if info is not None and server_client.pid_alive(info.pid):
         os.kill(info.pid, signal.SIGTERM)
-        _wait_until(lambda: server_client.read_info(root) is None, 300, "the server to stop")
+        _wait_until(lambda: not server_client.lock_held(root), 300, "the server to stop")
 
 
 def _saved(root: Path, repo: Path, session: str, messages: int, embedder: str) -> bool:
@@ -238,17 +256,21 @@ def run_case(case: str, root: Path, repo: Path, args: argparse.Namespace,
         session = f"bench-{case}-{uuid.uuid4().hex[:12]}"
         if case in ("prompt_up", "prompt_down"):
             sample, shown = _timed(_hook(root, "UserPromptSubmit"), _payload(
-                "UserPromptSubmit", repo, session, prompt=PROMPT, permission_mode="default"), env)
-            if case == "prompt_up" and b"additionalContext" not in shown:
-                raise SystemExit(f"the prompt hook injected nothing with the server up (run {i}): {shown!r}")
-        elif case == "start":
+                "UserPromptSubmit", repo, session, prompt=prompt(i), permission_mode="default"), env)
+            sample.injected = b"additionalContext" in shown
+        elif case in ("start", "start_down"):
             sample = _timed(_hook(root, "SessionStart"), _payload("SessionStart", repo, session, source="startup"),
                             env)[0]
         else:
             transcript(repo / f"{session}.jsonl", session, repo, args.messages)
             sample = _timed(_hook(root, "Stop"), _payload("Stop", repo, session, stop_hook_active=False), env)[0]
-            _wait_until(partial(_saved, root, repo, session, args.messages, args.embedder), 900,
-                        "the save and its embedding")
+            if case == "stop":
+                _wait_until(partial(_saved, root, repo, session, args.messages, args.embedder), 900,
+                            "the save and its embedding")
+            else:  # the hook saved what its budget allowed; the rest would be the next save's
+                from tiermem.agents.session_state import SessionState
+
+                sample.saved = SessionState.load(root, "claude-code", session).cursor.messages
             (repo / f"{session}.jsonl").unlink()
         out[case].append(sample)
     return out
@@ -279,14 +301,14 @@ def measure(case: str, folder: Path, root: Path, repo: Path, env: dict[str, str]
     """One case on its root: ``stop`` on a fresh copy (its saves grow the journal), the others on
     the built root; the server up, or (``prompt_down``) kept from starting by the bench holding
     its lock."""
-    if case == "stop":
+    if case in ("stop", "stop_down"):
         scratch = folder / "scratch"
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.copytree(root, scratch / "root", symlinks=True)
         (scratch / "root" / "agents" / "server.json").unlink(missing_ok=True)
         root = scratch / "root"
     try:
-        if case == "prompt_down":
+        if case in DOWN:
             from filelock import FileLock
 
             from tiermem.agents.server_client import ServerFiles
@@ -298,7 +320,7 @@ def measure(case: str, folder: Path, root: Path, repo: Path, env: dict[str, str]
         return run_case(case, root, repo, args, env)
     finally:
         _stop_server(root)
-        if case == "stop":
+        if case in ("stop", "stop_down"):
             shutil.rmtree(folder / "scratch", ignore_errors=True)
 
 
@@ -318,6 +340,10 @@ def report(results: dict[str, dict[str, list[Sample]]], args: argparse.Namespace
             "max_s": round(max(s.wall for s in hook), 3), "cpu_s": _median(hook, "cpu"),
             "baseline_s": _median(base, "wall"), "baseline_cpu_s": _median(base, "cpu"),
             "python3_s": _median(python3, "wall")}
+        if hook[0].saved is not None:
+            row["saved_messages_median"] = statistics.median(s.saved or 0 for s in hook)
+        if hook[0].injected is not None:
+            row["injected"] = f"{sum(1 for s in hook if s.injected)}/{len(hook)}"
         row["over_baseline_s"] = round(row["median_s"] - row["baseline_s"], 3)
         row["over_python3_s"] = round(row["median_s"] - row["python3_s"], 3)
         kind, target = TARGETS[case]

@@ -248,7 +248,11 @@ class Memory:
         with ``embed_on_write = false``); returns how many were embedded (0 also when another
         thread of this Memory is embedding). A search of this scope meanwhile does not wait for
         them: it uses the vectors there are (the items are found by their words)."""
-        return self._search.indexer.embed_pending(wait=False, scope=self.scope) or 0
+        indexer = self._search.indexer
+        done = indexer.embed_pending(wait=False, scope=self.scope) or 0
+        if done:
+            indexer.catch_up(self.scope)  # the next search of the scope does not read them
+        return done
 
     def vector_status(self) -> IndexStatus:
         """The vector index of this scope: model in use, the model it was built with, missing vectors."""

@@ -30,8 +30,10 @@ Request = TypeVar("Request")
 class BackgroundSaves(Generic[Request]):
     """Runs ``run(request)`` on one thread, at most one waiting request per key."""
 
-    def __init__(self, run: Callable[[Request], None], max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, run: Callable[[Request], None], max_sessions: int = MAX_SESSIONS,
+                 on_start: Callable[[], None] | None = None) -> None:
         self._run = run
+        self._on_start = on_start  # run first on the saves thread (e.g. to lower its priority)
         self._max = max_sessions
         self._cond = threading.Condition()
         self._waiting: dict[Hashable, Request] = {}  # key -> the latest request, in arrival order
@@ -59,6 +61,8 @@ class BackgroundSaves(Generic[Request]):
             return self._cond.wait_for(lambda: not self._waiting and self._running is None, timeout)
 
     def _work(self) -> None:
+        if self._on_start is not None:
+            self._on_start()
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._waiting or self._closed)

@@ -23,12 +23,13 @@ lose each other's "given" ids.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -47,7 +48,15 @@ log = logging.getLogger(__name__)
 MAX_PROJECTS = 8  # project memories kept open (each holds a database connection and a vector index)
 SESSION_LOCKS = 64  # stripes of the per-session locks
 MAX_WARMING = 16  # project folders waiting to be loaded (POST /warm); more are not queued
+BACKGROUND_NICENESS = 10  # saves, embedding and the queue poll yield the CPU to the requests
 MAX_FIELD_CHARS = 4096  # client, session id, paths
+
+
+def lower_priority(niceness: int = BACKGROUND_NICENESS) -> None:
+    """Lower the calling thread's CPU priority (Linux: a thread's own nice value, which the
+    threads it starts inherit, such as the embedder's); elsewhere nothing."""
+    with suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
 
 
 @dataclass
@@ -111,11 +120,13 @@ class Residents:
         default_factory=lambda: tuple(threading.Lock() for _ in range(SESSION_LOCKS)))
     _warming: set[str] = field(default_factory=set)
     _saves: BackgroundSaves[HookRequest] = field(init=False)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+    _ticker: threading.Thread | None = None
     _warmer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="tiermem-agents-warm"))
 
     def __post_init__(self) -> None:
-        self._saves = BackgroundSaves(self._save)
+        self._saves = BackgroundSaves(self._save, on_start=lower_priority)
 
     @classmethod
     def open(cls, root: Path, warm_cwd: str | None = None) -> Residents:
@@ -303,6 +314,18 @@ class Residents:
         return self.person
 
     # --- background work ---------------------------------------------------------------------
+    def start_background(self, interval: float) -> None:
+        """Run :meth:`tick` every ``interval`` seconds on a thread of lower CPU priority (until
+        :meth:`close`), so embedding a long transcript leaves the cores to the prompts."""
+        def loop() -> None:
+            lower_priority()
+            while not self._stopping.wait(interval):
+                self.tick()
+
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=loop, name="tiermem-agents-background", daemon=True)
+            self._ticker.start()
+
     def tick(self) -> None:
         """Look for queued items other processes added (as ``tiermem worker`` does) and embed each
         open scope's items written without vectors, through that scope's memory (a search of the
@@ -340,6 +363,9 @@ class Residents:
     # --- life cycle --------------------------------------------------------------------------
     def close(self) -> None:
         """Close every memory (the person's last: its queue drains for ``shutdown_flush_seconds``)."""
+        self._stopping.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self._saves.close()  # what was accepted is written
         self._warmer.shutdown(wait=True, cancel_futures=True)
         with self._lock:

@@ -16,7 +16,8 @@ Life cycle:
 3. Requests run on a fixed pool of :data:`WORKERS` threads; the accept loop waits for a free one,
    so threads and open connections stay bounded (the kernel's backlog holds the rest). Each
    connection gets :data:`READ_TIMEOUT` seconds per read and one request (HTTP/1.0).
-4. Every :data:`TICK_SECONDS` the background work runs (the update queue, pending embeddings);
+4. Every :data:`TICK_SECONDS` the background work runs on a thread of lower CPU priority (the
+   update queue, pending embeddings; :meth:`~tiermem.agents.residents.Residents.tick`);
    after ``coding_server_idle_minutes`` without a request, or on SIGTERM/SIGINT, the server stops
    taking requests, closes the memories (the queue drains for ``shutdown_flush_seconds``) and
    removes ``server.json`` and ``server.token``.
@@ -279,11 +280,11 @@ def serve(residents: Residents, files: ServerFiles, idle_seconds: float, stop: t
     try:
         publish(files, httpd.port, token)
         log.info("serving %s on 127.0.0.1:%d (pid %d)", residents.root, httpd.port, os.getpid())
+        residents.start_background(TICK_SECONDS)
         while not stop.wait(TICK_SECONDS):
             if time.monotonic() - httpd.last_request >= idle_seconds:
                 log.info("no request for %g s: stopping", idle_seconds)
                 break
-            residents.tick()
     finally:
         unpublish(files)
         httpd.shutdown()

@@ -76,7 +76,7 @@ class ServerFiles:
 
     def make_folder(self) -> None:
         """``<root>/agents`` and its missing parents, each 0700 (as ``tiermem.paths.make_dirs``, whose
-        module is too heavy to import here)."""
+        imports - validation, types - a hook need not pay for this)."""
         missing = [p for p in (self.folder, *self.folder.parents) if not p.is_dir()]
         for folder in reversed(missing):
             with contextlib.suppress(FileExistsError):

@@ -337,6 +337,10 @@ class Indexer:
         """After a write: embed new items (and bring loaded state up to date)."""
         raise NotImplementedError
 
+    def catch_up(self, scope: Scope) -> None:
+        """Bring what this process holds of ``scope`` up to date with the store (after its pending
+        items were embedded), so the next search need not; nothing here (a database searches itself)."""
+
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:
         """The ``top`` items of ``scope`` most similar to ``vector``: ``(doc id, cosine)``."""

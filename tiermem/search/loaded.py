@@ -114,6 +114,11 @@ class LoadedIndexer(Indexer):
             return loaded
         return self._sync(scope, wait=False)
 
+    def catch_up(self, scope: Scope) -> None:
+        """A loaded scope's index caught up with the store now (one not loaded stays so)."""
+        if scope in self._loaded:
+            self._sync(scope, wait=True)
+
     def index(self, scope: Scope) -> VectorIndex:
         """The scope's vector index, loaded on first use and synced on every call (for one thread:
         searches read it under its lock, see :meth:`nearest`)."""

@@ -519,3 +519,18 @@ def test_project_memories_are_bounded_and_closed_when_no_request_holds_them(
         with residents.project(Scope("project-a", "coding")) as again:
             assert [f.content for f in again.facts.list()] == ["Project a uses tabs"]
         assert residents.open_scopes() == ["ada/coding", "project-a/coding"]
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="thread priorities are a POSIX feature")
+def test_background_threads_yield_the_cpu_to_requests() -> None:
+    from tiermem.agents.background_saves import BackgroundSaves
+    from tiermem.agents.residents import BACKGROUND_NICENESS, lower_priority
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[int] = []
+    saves: BackgroundSaves[str] = BackgroundSaves(
+        lambda _: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())), on_start=lower_priority)
+    assert saves.submit("s", "x") and saves.wait_idle(DEADLINE)
+    saves.close()
+    assert seen == [min(base + BACKGROUND_NICENESS, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base  # the caller's stays

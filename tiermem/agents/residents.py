@@ -53,10 +53,11 @@ MAX_FIELD_CHARS = 4096  # client, session id, paths
 
 
 def lower_priority(niceness: int = BACKGROUND_NICENESS) -> None:
-    """Lower the calling thread's CPU priority (Linux: a thread's own nice value, which the
-    threads it starts inherit, such as the embedder's); elsewhere nothing."""
+    """Lower the calling thread's CPU priority by ``niceness`` (Linux: a thread's own nice value,
+    which the threads it starts inherit, such as the embedder's); elsewhere nothing."""
     with suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, min(os.getpriority(os.PRIO_PROCESS, thread) + niceness, 19))
 
 
 @dataclass

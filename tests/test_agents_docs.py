@@ -131,7 +131,7 @@ def test_the_coding_agent_examples_work_as_written(tmp_path: Path) -> None:
             _ui(line, home)
         else:
             out = _shell(line, home)
-            assert "projects.json" not in line or str(shop) in out
+            assert "scopes" not in line or "--user project-" in out
 
     _shell(off, home)
     assert not (home / ".claude" / "settings.json").exists()  # setup made it: gone with what it added

@@ -89,3 +89,37 @@ def _group_root(ctx: click.Context) -> Path | None:
         return None
     root = root_ctx.params.get("root")
     return root if isinstance(root, Path) else None
+
+
+@cli.command("scopes")
+@click.argument("folder", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def scopes_command(ctx: click.Context, folder: Path, as_json: bool) -> None:
+    """The coding-agent scopes of FOLDER (default: the current folder): the person scope (what
+    you said about yourself, in every repository) and the project scope (this repository's
+    journal, MEMORY.md and facts) that hooks and `mcp --coding-agent` use there, and the
+    --user/--agent options that reach each from the other commands. The root is setup's: tiermem's
+    --root or TIERMEM_HOME if given, else your data folder.
+
+    \b
+    Example:
+      tiermem scopes ~/src/shop
+      tiermem --root ~/.local/share/tiermem --user "$(tiermem scopes --json | jq -r .project.user)" --agent coding facts list
+    """
+    from tiermem.agents.project import coding_scopes
+    from tiermem.agents.setup import default_root
+    from tiermem.config import load_settings
+
+    root = (_group_root(ctx) or default_root()).expanduser().resolve()
+    scopes = coding_scopes(root, folder.resolve(), load_settings(root, {}))
+    person, project, key = scopes.person, scopes.project, scopes.key
+    if as_json:
+        print_json({"root": str(root), "person": {"user": person.user_id, "agent": person.agent_name},
+                    "project": {"user": project.user_id, "agent": project.agent_name, "key_kind": key.kind,
+                                "folder": str(key.top)}})
+        return
+    click.echo(f"memory root: {root}")
+    click.echo(f"person:      --user {person.user_id} --agent {person.agent_name}")
+    click.echo(f"project:     --user {project.user_id} --agent {project.agent_name}  ({key.kind} key of {key.top})")
+    click.echo(f"e.g.:        tiermem --root {root} --user {project.user_id} --agent {project.agent_name} facts list")

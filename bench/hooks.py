@@ -28,8 +28,9 @@ day), 37 facts in each of the person and project scopes, every item embedded wit
   of the one before; ``stop_down``: no server (the hook saves by itself, within its budget: the
   messages it got to are reported).
 
-Printed: per case the median, min and max seconds, the median CPU seconds, the baselines and the
-difference, with the targets (prompt <= 0.35 s and start <= 0.5 s over the baseline; stop <= 1 s).
+Printed: per case the median, min and max seconds, the median CPU seconds of the hook (and of the
+server meanwhile, for ``prompt_up`` and ``start``: load-independent figures on a busy machine), the
+baselines and the difference, with the targets (prompt <= 0.35 s and start <= 0.5 s over the baseline; stop <= 1 s).
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ class Sample:
     wall: float  # seconds from Popen to exit
     cpu: float  # user + system seconds of the process
     saved: int | None = None  # stop_down: messages the hook journaled within its budget
+    server_cpu: float | None = None  # prompt_up, start: CPU seconds the server spent meanwhile
     injected: bool | None = None  # prompts: the hook printed context (False: nothing, e.g. past its budget)
 
 
@@ -254,6 +256,7 @@ def run_case(case: str, root: Path, repo: Path, args: argparse.Namespace,
         out["baseline"].append(_timed([sys.executable, "-c", "pass"], None, env)[0])
         out["python3"].append(_timed([python3, "-c", "pass"], None, env)[0])
         session = f"bench-{case}-{uuid.uuid4().hex[:12]}"
+        server_before = _server_cpu(root)
         if case in ("prompt_up", "prompt_down"):
             sample, shown = _timed(_hook(root, "UserPromptSubmit"), _payload(
                 "UserPromptSubmit", repo, session, prompt=prompt(i), permission_mode="default"), env)
@@ -272,8 +275,23 @@ def run_case(case: str, root: Path, repo: Path, args: argparse.Namespace,
 
                 sample.saved = SessionState.load(root, "claude-code", session).cursor.messages
             (repo / f"{session}.jsonl").unlink()
+        if case in ("prompt_up", "start") and server_before is not None:
+            after = _server_cpu(root)
+            sample.server_cpu = None if after is None else after - server_before
         out[case].append(sample)
     return out
+
+
+def _server_cpu(root: Path) -> float | None:
+    """User + system CPU seconds of the running server so far (Linux ``/proc``); None without."""
+    from tiermem.agents.server_client import read_info
+
+    info = read_info(root)
+    try:
+        fields = Path(f"/proc/{info.pid}/stat").read_text().rpartition(")")[2].split() if info else []
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else None
 
 
 def main() -> None:
@@ -342,6 +360,8 @@ def report(results: dict[str, dict[str, list[Sample]]], args: argparse.Namespace
             "python3_s": _median(python3, "wall")}
         if hook[0].saved is not None:
             row["saved_messages_median"] = statistics.median(s.saved or 0 for s in hook)
+        if hook[0].server_cpu is not None:
+            row["server_cpu_s"] = round(float(statistics.median(s.server_cpu or 0.0 for s in hook)), 3)
         if hook[0].injected is not None:
             row["injected"] = f"{sum(1 for s in hook if s.injected)}/{len(hook)}"
         row["over_baseline_s"] = round(row["median_s"] - row["baseline_s"], 3)

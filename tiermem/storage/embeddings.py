@@ -93,11 +93,14 @@ class EmbeddingRepository:
 
     # --- what needs embedding --------------------------------------------------------------
     def unembedded(self, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:
-        """Items (of ``scope`` or all) never embedded (``embed_hash IS NULL``), oldest first."""
+        """Items (of ``scope`` or all) never embedded (``embed_hash IS NULL``), oldest first. The
+        unembedded ids come from their partial index first: searched by the scope index, a scope's
+        query would read every embedded item of the scope (each search asks)."""
         sql = "SELECT id, source, ref, tier, text FROM search_docs WHERE embed_hash IS NULL AND id > ?"
         args: list[Any] = [after_id]
         if scope is not None:
-            sql += " AND user_id = ? AND agent_name IN (?, ?)"
+            sql = ("SELECT id, source, ref, tier, text FROM search_docs WHERE id IN (SELECT id FROM search_docs"
+                   " WHERE embed_hash IS NULL AND id > ?) AND user_id = ? AND agent_name IN (?, ?)")
             args += [scope.user_id, scope.agent_name, SHARED_AGENT]
         rows = self._rows(sql + " ORDER BY id LIMIT ?", [*args, limit])
         return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]

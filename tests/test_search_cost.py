@@ -1,0 +1,73 @@
+"""What one search of a scope costs does not grow with what the store holds elsewhere (issue 23, P8).
+
+The resident server answers each prompt with searches of a small person scope and of a project
+scope of thousands of journal records. These tests count SQLite's virtual-machine steps (a
+progress handler called every step) for the parts of a search that used to read every item of
+the scope, or of every scope: the measure does not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiermem import Memory
+from tiermem.storage.embeddings import EmbeddingRepository
+from tiermem.testing import FakeClock, HashEmbedder
+
+pytestmark = [pytest.mark.usefixtures("backend"), pytest.mark.sqlite_only]
+
+
+def open_memory(root: Path, clock: FakeClock, user: str, **settings: Any) -> Memory:
+    return Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", user_id=user, agent_name="coding",
+                  **settings)
+
+
+@contextmanager
+def counted_steps(mem: Memory) -> Iterator[list[int]]:
+    """The SQLite steps run on ``mem``'s connection in the block (``steps[0]``)."""
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    conn = mem.db.conn
+    conn.set_progress_handler(step, 1)
+    try:
+        yield steps
+    finally:
+        conn.set_progress_handler(None, 1)
+
+
+def steps_of(mem: Memory, work: Callable[[], object]) -> int:
+    with counted_steps(mem) as steps:
+        work()
+    return steps[0]
+
+
+def embeddings(mem: Memory) -> EmbeddingRepository:
+    return mem.db.parts.embeddings(mem.db)
+
+
+def journal(mem: Memory, records: int) -> None:
+    for day in range(0, records, 100):
+        mem.daily.append("Conversation", [f"user: step {i} of the ledger migration" for i in range(day, day + 100)])
+
+
+def test_finding_a_scopes_unembedded_items_does_not_read_its_embedded_ones(root: Path, clock: FakeClock) -> None:
+    with open_memory(root, clock, "project-small") as small, open_memory(root, clock, "project-big") as big:
+        journal(small, 100)
+        journal(big, 2000)
+        small_steps = steps_of(small, lambda: embeddings(small).unembedded(256, 0, small.scope))
+        big_steps = steps_of(big, lambda: embeddings(big).unembedded(256, 0, big.scope))
+    with open_memory(root, clock, "project-big", embed_on_write=False) as later:
+        later.daily.append("Conversation", ["user: a step not embedded yet", "user: another one"])
+        pending = [doc.text for doc in embeddings(later).unembedded(256, 0, later.scope)]
+        assert embeddings(later).unembedded(256, 0, small.scope) == []
+    assert pending == ["user: a step not embedded yet", "user: another one"]
+    assert big_steps < 2 * small_steps + 100, (small_steps, big_steps)

@@ -6,10 +6,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from tiermem import Memory
 from tiermem.agents.inject import START_HEADING, prompt_context, prompt_query, start_context
+from tiermem.errors import InvalidInput
 from tiermem.testing import FakeClock, HashEmbedder
 from tiermem.tokens import count_tokens
 
@@ -112,6 +115,59 @@ def test_compact_forgets_what_the_session_was_given(scopes: tuple[Memory, Memory
     assert prompt_context(person, project, state, query, 600) == ""
     start_context(person, project, state, "compact", 1500)
     assert "Hotfixes of ledgerd" in prompt_context(person, project, state, query, 600)
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, keeping every text it was asked for."""
+
+    def __init__(self, dim: int = 256) -> None:
+        super().__init__(dim)
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+def test_a_prompt_is_embedded_once_for_both_scopes(root: Path, clock: FakeClock) -> None:
+    """The resident server's memories share one embedder: the query is embedded once (P8)."""
+    embedder = CountingEmbedder()
+    options = {"embedder": embedder, "clock": clock, "timezone": "UTC", "agent_name": "coding", "coding_person": PERSON}
+    with Memory(root, user_id=PERSON, **options) as person, Memory(root, user_id=PROJECT, **options) as project:
+        fill(person, project)
+        assert person.search("warm", k=1, min_score=0) and project.search("warm", k=1, min_score=0)
+        embedder.texts.clear()
+        text = prompt_context(person, project, State(), "where is the billing API? tabs?", 600)
+    assert "services/ledgerd" in text and "Indents with tabs" in text
+    assert embedder.texts == ["where is the billing API? tabs?"]
+
+
+def test_a_search_takes_the_query_vector_only_of_its_own_query_and_model(root: Path, clock: FakeClock) -> None:
+    embedder, other = CountingEmbedder(), CountingEmbedder(dim=32)
+    with Memory(root, embedder=embedder, clock=clock, timezone="UTC") as mem, \
+            Memory(root, embedder=other, clock=clock, timezone="UTC", user_id="other") as elsewhere:
+        mem.facts.add("The billing API lives in services/ledgerd", "knowledge", 0.9)
+        expected = mem.search("billing API", k=3, min_score=0)
+        given = mem.embed_query("billing API")
+        embedder.texts.clear()
+        assert mem.search("billing API", k=3, min_score=0, query_vector=given) == expected
+        assert embedder.texts == []
+        assert mem.search("ledgerd", k=3, min_score=0, query_vector=given)[0].text.endswith("ledgerd")
+        assert embedder.texts == ["ledgerd"]  # another query: embedded itself
+        foreign = elsewhere.embed_query("billing API")  # another model: not used
+        assert mem.search("billing API", k=3, min_score=0, query_vector=foreign) == expected
+        with pytest.raises(InvalidInput):
+            mem.search("billing API", query_vector=given.vector)  # type: ignore[arg-type]
+
+
+def test_the_person_scopes_journal_is_not_searched_for_a_prompt(scopes: tuple[Memory, Memory]) -> None:
+    """The journal lives in the project scope; the person scope holds facts (R74)."""
+    person, project = scopes
+    fill(person, project)
+    person.daily.append("Note", "Deploys of the payroll service go through the blue cluster")
+    project.daily.append("Note", "Deploys of the ledger service go through the green cluster")
+    text = prompt_context(person, project, State(), "how do deploys go through the cluster?", 600)
+    assert "green cluster" in text and "blue cluster" not in text
 
 
 def test_prompt_query_drops_context_a_client_put_into_the_prompt() -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tiermem.plans.store import PlanStore
     from tiermem.purge import PurgeReport
     from tiermem.queue.worker import UpdateQueue
-    from tiermem.search.engine import SearchEngine
+    from tiermem.search.engine import QueryVector, SearchEngine
     from tiermem.search.indexer import IndexStatus, ReindexResult
     from tiermem.storage.dreams import CoreVersion
     from tiermem.syscontext.builder import SystemContext, SystemContextResult
@@ -214,7 +214,7 @@ class Memory:
 
     def search(self, query: str, k: int = 10, category: str | None = None, tier: str | None = None,
                since: Any = None, until: Any = None, include_pending: bool = False,
-               min_score: float | None = None) -> list[SearchHit]:
+               min_score: float | None = None, query_vector: QueryVector | None = None) -> list[SearchHit]:
         """Hybrid keyword + vector search over this scope's facts, ``MEMORY.md`` and daily records.
 
         ``tier``: "fact" | "core" | "daily"; ``category`` (facts only); ``since``/``until``: date,
@@ -223,9 +223,16 @@ class Memory:
         ``include_pending``: also ask the engine's ``pending_sources`` (queued items not extracted
         yet) for hits, marked ``provisional``. ``min_score``: hits scoring below are dropped
         (``None``: the ``search_min_score`` setting, else the embedder model's measured default;
-        ``0`` keeps everything).
+        ``0`` keeps everything). ``query_vector``: the query's embedding from :meth:`embed_query`
+        (of this or another scope's ``Memory``), so a query searched in several scopes is
+        embedded once; used when its text and model are this search's.
         """
-        return self._search.search(self.scope, query, k, category, tier, since, until, include_pending, min_score)
+        return self._search.search(self.scope, query, k, category, tier, since, until, include_pending, min_score,
+                                   query_vector)
+
+    def embed_query(self, query: str) -> QueryVector:
+        """The embedding of a search query, to pass to :meth:`search` as ``query_vector``."""
+        return self._search.embed_query(query)
 
     @lazy_property
     def _search(self) -> SearchEngine:

@@ -10,9 +10,10 @@ the project's ``MEMORY.md``, facts, active plan and journal.
   :mod:`tiermem.syscontext` — within ``coding_start_tokens``. ``source`` ``compact`` or ``clear``
   (the client forgot the conversation) forgets what the session was given first.
 - :func:`prompt_context` (searches, so it needs the embedder: the resident server calls it):
-  the facts and Daily notes of both scopes that score at least :func:`injection_floor` for the
-  prompt, minus what this session was given already, within ``coding_prompt_tokens``; ``""`` when
-  nothing is relevant (the hook then prints nothing at all).
+  the facts of both scopes and the project's Daily notes (the journal is the project's) that
+  score at least :func:`injection_floor` for the prompt, minus what this session was given
+  already, within ``coding_prompt_tokens``; ``""`` when nothing is relevant (the hook then prints
+  nothing at all). The prompt is embedded once for the three searches.
 
 What each one shows is added to ``state.given`` (fact ids, and ``<user>:<ref>`` of Daily records,
 those the start text shows among them), which
@@ -31,6 +32,7 @@ from tiermem.types import Fact, SearchHit
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory
+    from tiermem.search.engine import QueryVector
 
 START_HEADING = ("Memory from tiermem: what earlier sessions taught about this person and this project "
                  "(use it where it helps; do not repeat it back).")
@@ -134,22 +136,22 @@ def _note_key(mem: Memory, ref: str) -> str:
     return f"{mem.scope.user_id}:{ref}"
 
 
-def _relevant(mem: Memory, query: str, floor: float, given: set[str]
-              ) -> tuple[list[tuple[float, Fact]], list[SearchHit]]:
-    """The facts (with their scores) and Daily hits of ``mem`` over ``floor`` for ``query`` that
-    were not given yet."""
+def _relevant(mem: Memory, query: str, floor: float, given: set[str], vector: QueryVector,
+              notes: bool = True) -> tuple[list[tuple[float, Fact]], list[SearchHit]]:
+    """The facts (with their scores) and, with ``notes``, the Daily hits of ``mem`` over ``floor``
+    for ``query`` (embedded as ``vector``) that were not given yet."""
     from tiermem.errors import NotFound
 
     facts: list[tuple[float, Fact]] = []
-    for hit in mem.search(query, k=PROMPT_FACTS, tier="fact", min_score=floor):
+    for hit in mem.search(query, k=PROMPT_FACTS, tier="fact", min_score=floor, query_vector=vector):
         if hit.ref not in given:
             try:
                 facts.append((hit.score, mem.facts.get(hit.ref)))
             except NotFound:  # removed since the index saw it
                 continue
-    limit = mem.settings.inject_notes
-    notes = mem.search(query, k=limit, tier="daily", min_score=floor) if limit else []
-    return facts, [hit for hit in notes if _note_key(mem, hit.ref) not in given]
+    limit = mem.settings.inject_notes if notes else 0
+    hits = mem.search(query, k=limit, tier="daily", min_score=floor, query_vector=vector) if limit else []
+    return facts, [hit for hit in hits if _note_key(mem, hit.ref) not in given]
 
 
 def prompt_context(person: Memory, project: Memory, state: GivenState, prompt: str, budget: int) -> str:
@@ -159,10 +161,11 @@ def prompt_context(person: Memory, project: Memory, state: GivenState, prompt: s
     if not query:
         return ""
     floor = injection_floor(project)
+    vector = project.embed_query(query)  # one embedding for every search (the server's scopes share the model)
     scored: list[tuple[float, Fact]] = []
     noted: list[tuple[Memory, SearchHit]] = []
-    for mem in (person, project):
-        found, hits = _relevant(mem, query, floor, state.given)
+    for mem in (person, project):  # the journal is the project's: the person scope gives facts
+        found, hits = _relevant(mem, query, floor, state.given, vector, notes=mem is project)
         scored += found
         noted += [(mem, hit) for hit in hits]
     facts = [fact for _, fact in sorted(scored, key=lambda pair: -pair[0])]

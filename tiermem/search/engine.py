@@ -86,6 +86,17 @@ class PendingQuery:
     score: TextScorer = lambda texts, similarities: [0.0 for _ in texts]  # noqa: E731
 
 
+@dataclass(frozen=True)
+class QueryVector:
+    """A query's embedding (:meth:`SearchEngine.embed_query`), for searches of other scopes: one
+    prompt searched in several scopes is embedded once. A search uses it only for the same
+    (cleaned) query text and embedder model, and embeds the query itself otherwise."""
+
+    model: str
+    text: str
+    vector: npt.NDArray[np.float32]
+
+
 #: A source of provisional hits (queued items not extracted yet). It returns hits scored with
 #: :attr:`PendingQuery.score`, like the engine's; the engine marks them ``provisional``, merges
 #: them by score, and applies the floor to them too.
@@ -142,24 +153,37 @@ class SearchEngine:
     # --- search ----------------------------------------------------------------------------
     def search(self, scope: Scope, query: Any, k: Any = 10, category: Any = None, tier: Any = None,
                since: Any = None, until: Any = None, include_pending: Any = False,
-               min_score: Any = None) -> list[SearchHit]:
+               min_score: Any = None, query_vector: QueryVector | None = None) -> list[SearchHit]:
         """The ``k`` best hits for ``query`` in ``scope`` that score at least ``min_score`` (default:
-        :meth:`min_score`) (see the module docstring)."""
+        :meth:`min_score`) (see the module docstring); ``query_vector``: the query's embedding
+        made before (:meth:`embed_query`), used when its text and model are this search's."""
         text = clean_query(query)
         k = validate.positive_int(k, "k", MAX_K)
         filters = build_filters(category, tier, since, until, self.tz)
         if not isinstance(include_pending, bool):
             raise InvalidInput("include_pending must be True or False")
+        if query_vector is not None and not isinstance(query_vector, QueryVector):
+            raise InvalidInput(f"query_vector must be a QueryVector, got {type(query_vector).__name__}")
         floor = check_min_score(min_score)
         for hook in list(self.before_search):
             hook()
-        vector = self.indexer.embed_query(text)
+        vector = self._query_vector(text, query_vector)
         floor = self.min_score() if floor is None else floor
         hits, terms = self._search(scope, text, vector, k, filters, floor)
         if include_pending and self.pending_sources:
             scorer = partial(self.score_texts, terms)
             hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector, scorer), hits)
         return mark_lifted([hit for hit in hits if hit.score >= floor])
+
+    def embed_query(self, query: Any) -> QueryVector:
+        """The embedding of ``query`` (cleaned as a search cleans it), for :meth:`search`."""
+        text = clean_query(query)
+        return QueryVector(self.indexer.model, text, self.indexer.embed_query(text))
+
+    def _query_vector(self, text: str, given: QueryVector | None) -> npt.NDArray[np.float32]:
+        if given is not None and given.text == text and given.model == self.indexer.model:
+            return given.vector
+        return self.indexer.embed_query(text)
 
     def min_score(self) -> float:
         """The floor in force: ``search_min_score``, else the embedder model's default."""

@@ -105,7 +105,7 @@ def scopes_command(ctx: click.Context, folder: Path, as_json: bool) -> None:
     \b
     Example:
       tiermem scopes ~/src/shop
-      tiermem --root ~/.local/share/tiermem --user "$(tiermem scopes --json | jq -r .project.user)" --agent coding facts list
+      tiermem --user project-1a2b3c4d5e6f7a8b --agent coding facts list   # the project id it printed
     """
     from tiermem.agents.project import coding_scopes
     from tiermem.agents.setup import default_root

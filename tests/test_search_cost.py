@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from tiermem import Memory
+from tiermem.facts.store import NewFact
 from tiermem.storage.embeddings import EmbeddingRepository
+from tiermem.storage.search import DocFilter, Ranked, open_search_index
 from tiermem.testing import FakeClock, HashEmbedder
 
 pytestmark = [pytest.mark.usefixtures("backend"), pytest.mark.sqlite_only]
@@ -71,3 +73,25 @@ def test_finding_a_scopes_unembedded_items_does_not_read_its_embedded_ones(root:
         assert embeddings(later).unembedded(256, 0, small.scope) == []
     assert pending == ["user: a step not embedded yet", "user: another one"]
     assert big_steps < 2 * small_steps + 100, (small_steps, big_steps)
+
+
+def test_a_small_scopes_word_match_does_not_rank_the_other_scopes_items(root: Path, clock: FakeClock) -> None:
+    with open_memory(root, clock, "person") as person, open_memory(root, clock, "project-big") as big:
+        person.facts.add_many([NewFact(f"Prefers the ledger module {i} reviewed first") for i in range(20)])
+        journal(big, 2000)  # "ledger" in every record of another scope
+        index = open_search_index(person.db)
+
+        def match() -> Ranked:
+            return index.match_words(["ledger"], [["ledger"]], person.scope, DocFilter(), 50, 0.75)
+
+        def plain() -> list[tuple[int, float]]:  # every item matched and ranked, then filtered by scope
+            rows = person.db.conn.execute(
+                "SELECT d.id, -bm25(search_words, 1.0, 0.75) AS score FROM search_words JOIN search_docs d"
+                " ON d.id = search_words.rowid WHERE search_words MATCH '\"ledger\"' AND d.user_id = 'person'"
+                " ORDER BY score DESC LIMIT 50").fetchall()
+            return [(int(r[0]), float(r[1])) for r in rows]
+
+        found, expected = match(), plain()
+        steps, plain_steps = steps_of(person, match), steps_of(person, plain)
+    assert len(found) == 20 and sorted(found) == sorted(expected)  # the same items, the same scores
+    assert steps < plain_steps / 2, (steps, plain_steps)

@@ -19,6 +19,9 @@ from tiermem.storage.sql import Database
 from tiermem.types import Scope
 
 _DF_COLUMNS = {"text": "text", "words": "{text context}", "grams": "text"}
+#: A scope holding less than this share of the store's items is matched through its ``scope_key``
+#: token (FTS5 then ranks the scope's matches only); a larger one is cheaper filtered after the match.
+SCOPED_MATCH_SHARE = 0.25
 
 
 def scope_token(user_id: str, agent_name: str) -> str:
@@ -49,8 +52,25 @@ class FtsSearch(SearchRepository):
 
     def match_words(self, words: Sequence[str], keys: Sequence[Sequence[str]], scope: Scope, flt: DocFilter,
                     limit: int, context_weight: float) -> Ranked:
+        """In a small scope (:data:`SCOPED_MATCH_SHARE`) the MATCH itself is confined to the scope
+        (``scope_key`` column, weight 0 in BM25, so the scores are those of the plain match): the
+        other scopes' items are never ranked."""
+        expression = match_expression(words)
+        if expression and self._small_scope(scope):
+            tokens = " OR ".join(quote(token) for token in scope_tokens(scope))
+            rank = f"bm25(search_words, 1.0, {float(context_weight)!r}, 0.0)"
+            expression = f"scope_key : ({tokens}) AND {{text context}} : ({expression})"
+            return self._match("search_words", rank, expression, scope, flt, limit)
         rank = f"bm25(search_words, 1.0, {float(context_weight)!r})"
-        return self._match("search_words", rank, match_expression(words), scope, flt, limit)
+        return self._match("search_words", rank, expression, scope, flt, limit)
+
+    def _small_scope(self, scope: Scope) -> bool:
+        """Whether ``scope`` holds under :data:`SCOPED_MATCH_SHARE` of the store's items (counted
+        no further than that share: a few index entries for a small scope)."""
+        limit = int(self.high_water()[0] * SCOPED_MATCH_SHARE)
+        where, args = scope_sql(scope)
+        held = self._rows(f"SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE {where} LIMIT ?)", [*args, limit])
+        return int(held[0][0]) < limit
 
     def match_grams(self, grams: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> Ranked:
         return self._match("search_grams", "bm25(search_grams)", match_expression(grams), scope, flt, limit)

@@ -63,7 +63,10 @@ def _other_hook(repo: Path, log: Path) -> bytes:
 
 def _claude(claude: str, repo: Path, home: Path, server: FakeLLMServer, prompt: str) -> Run:
     env = client_env(home, f"{Path(claude).parent}:/usr/bin:/bin", ANTHROPIC_BASE_URL=server.base_url,
-                     ANTHROPIC_API_KEY="sk-ant-fake", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+                     ANTHROPIC_API_KEY="sk-ant-fake", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                     # `tiermem mcp` needs 2-3 s to answer (importing the mcp SDK), more on a busy machine;
+                     # Claude Code gives an MCP server 5 s by default, then goes on without its tools
+                     MCP_CONNECT_TIMEOUT_MS="30000")
     run = run_client([claude, "-p", prompt], repo, env, server, "/messages")
     assert run.returncode == 0 and REPLY in run.stdout, run.stderr[-3000:]
     assert hook_errors(run.stderr) == [], run.stderr[-3000:]  # no hook error reached the client

@@ -95,3 +95,29 @@ def test_a_small_scopes_word_match_does_not_rank_the_other_scopes_items(root: Pa
         steps, plain_steps = steps_of(person, match), steps_of(person, plain)
     assert len(found) == 20 and sorted(found) == sorted(expected)  # the same items, the same scores
     assert steps < plain_steps / 2, (steps, plain_steps)
+
+
+def test_a_fact_search_does_not_rank_the_scopes_journal(root: Path, clock: FakeClock) -> None:
+    """A project scope: a few facts, thousands of journal records holding the same words."""
+    with open_memory(root, clock, "project-big") as project:
+        project.facts.add_many([NewFact(f"The ledger module {i} is deployed last") for i in range(20)])
+        journal(project, 2000)
+        index = open_search_index(project.db)
+        facts = DocFilter(tiers=("fact",))
+
+        def match() -> Ranked:
+            return index.match_words(["ledger"], [["ledger"]], project.scope, facts, 50, 0.75)
+
+        def plain() -> list[tuple[int, float]]:
+            rows = project.db.conn.execute(
+                "SELECT d.id, -bm25(search_words, 1.0, 0.75) AS score FROM search_words JOIN search_docs d"
+                " ON d.id = search_words.rowid WHERE search_words MATCH '\"ledger\"' AND d.tier = 'fact'"
+                " ORDER BY score DESC LIMIT 50").fetchall()
+            return [(int(r[0]), float(r[1])) for r in rows]
+
+        found, expected = match(), plain()
+        steps, plain_steps = steps_of(project, match), steps_of(project, plain)
+        daily = index.match_words(["ledger"], [["ledger"]], project.scope, DocFilter(tiers=("daily",)), 5000, 0.75)
+    assert len(found) == 20 and sorted(found) == sorted(expected)
+    assert len(daily) == 2000  # the journal's own search still finds every record
+    assert steps < plain_steps / 2, (steps, plain_steps)

@@ -37,6 +37,16 @@ def scope_tokens(scope: Scope) -> tuple[str, str]:
     return scope_token(scope.user_id, scope.agent_name), scope_token(scope.user_id, SHARED_AGENT)
 
 
+def _agents(scope: Scope, flt: DocFilter) -> tuple[str, ...]:
+    """The agent names whose items ``flt`` can let through: a fact is its scope's own agent's, a
+    Markdown chunk (``MEMORY.md``, Daily) the user's shared one (:data:`SHARED_AGENT`)."""
+    if flt.category is not None or (flt.tiers is not None and set(flt.tiers) == {"fact"}):
+        return (scope.agent_name,)
+    if flt.tiers is not None and "fact" not in flt.tiers:
+        return (SHARED_AGENT,)
+    return (scope.agent_name, SHARED_AGENT)
+
+
 def quote(term: str) -> str:
     """``term`` as an FTS5 string literal: whatever it holds, FTS5 reads it as text."""
     return '"' + term.replace('"', '""') + '"'
@@ -52,24 +62,26 @@ class FtsSearch(SearchRepository):
 
     def match_words(self, words: Sequence[str], keys: Sequence[Sequence[str]], scope: Scope, flt: DocFilter,
                     limit: int, context_weight: float) -> Ranked:
-        """In a small scope (:data:`SCOPED_MATCH_SHARE`) the MATCH itself is confined to the scope
-        (``scope_key`` column, weight 0 in BM25, so the scores are those of the plain match): the
-        other scopes' items are never ranked."""
+        """Where the items the filter allows are a small part of the store
+        (:data:`SCOPED_MATCH_SHARE`) the MATCH itself is confined to them through their
+        ``scope_key`` tokens (weight 0 in BM25, so the scores are those of the plain match): the
+        other items are never ranked."""
         expression = match_expression(words)
-        if expression and self._small_scope(scope):
-            tokens = " OR ".join(quote(token) for token in scope_tokens(scope))
+        agents = _agents(scope, flt)
+        if expression and self._small(scope.user_id, agents):
+            tokens = " OR ".join(quote(scope_token(scope.user_id, agent)) for agent in agents)
             rank = f"bm25(search_words, 1.0, {float(context_weight)!r}, 0.0)"
             expression = f"scope_key : ({tokens}) AND {{text context}} : ({expression})"
             return self._match("search_words", rank, expression, scope, flt, limit)
         rank = f"bm25(search_words, 1.0, {float(context_weight)!r})"
         return self._match("search_words", rank, expression, scope, flt, limit)
 
-    def _small_scope(self, scope: Scope) -> bool:
-        """Whether ``scope`` holds under :data:`SCOPED_MATCH_SHARE` of the store's items (counted
-        no further than that share: a few index entries for a small scope)."""
+    def _small(self, user_id: str, agents: Sequence[str]) -> bool:
+        """Whether the items of ``user_id`` and ``agents`` are under :data:`SCOPED_MATCH_SHARE` of
+        the store's (counted no further than that share: a few index entries for a small scope)."""
         limit = int(self.high_water()[0] * SCOPED_MATCH_SHARE)
-        where, args = scope_sql(scope)
-        held = self._rows(f"SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE {where} LIMIT ?)", [*args, limit])
+        held = self._rows("SELECT COUNT(*) FROM (SELECT 1 FROM search_docs WHERE user_id = ? AND agent_name IN"
+                          f" ({', '.join('?' for _ in agents)}) LIMIT ?)", [user_id, *agents, limit])
         return int(held[0][0]) < limit
 
     def match_grams(self, grams: Sequence[str], scope: Scope, flt: DocFilter, limit: int) -> Ranked:

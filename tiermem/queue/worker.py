@@ -54,6 +54,7 @@ class Deferred(Exception):
         self.until = until
 Preparer = Callable[[Any], list[dict[str, Any]]]
 _POLL_SECONDS = 0.25
+HELD_POLL_SECONDS = 0.05  # a flush waiting for an item another session holds (see UpdateQueue._held_elsewhere)
 EXTRACTION_CALLS = 2  # an extraction call, and its one retry after a reply that does not parse
 LEASE_MARGIN_SECONDS = 60.0  # embedding the new facts, the database, the journal
 MAX_HEARTBEAT_SECONDS = 30.0
@@ -183,18 +184,22 @@ class UpdateQueue:
         deadline = None if timeout is None else time.monotonic() + timeout
         self._set_busy(+1)
         try:
-            self._drain(ignore_backoff=True, force=True, deadline=deadline)
+            self._drain(ignore_backoff=True, force=True, deadline=deadline, patient=True)
         finally:
             self._set_busy(-1)
         return not self.outbox.counts()
 
-    def _drain(self, ignore_backoff: bool, force: bool, deadline: float | None = None) -> int:
+    def _drain(self, ignore_backoff: bool, force: bool, deadline: float | None = None, patient: bool = False) -> int:
+        """Claim and process items until none is left (``patient``: a flush, which also waits for
+        items another session holds, :meth:`_held_elsewhere`)."""
         handled = 0
         with self._work_lock:
             self._recover()
             seen: set[int] = set()
             while deadline is None or time.monotonic() < deadline:
                 item = self.outbox.claim(self.clock.now(), ignore_backoff, self.policy.lease_seconds)
+                if item is None and patient and self._held_elsewhere(deadline):
+                    continue
                 if item is None or item.id in seen:
                     if item is not None:  # failed earlier in this drain: leave it for later
                         self.outbox.release(item)
@@ -208,10 +213,30 @@ class UpdateQueue:
             self._watch_leases()
         return handled
 
-    def _recover(self) -> None:
+    def _held_elsewhere(self, deadline: float | None) -> bool:
+        """After a flush's claim found nothing: True, after a short wait, when an item was still
+        pending or a dead claimer's item was taken back. A claim that ignores the backoff leaves a
+        pending item only when another session holds its row (PostgreSQL claims skip held rows):
+        a ``put`` or another worker's claim in flight, or the claim of a process killed a moment
+        ago whose server session has not ended yet (on a loaded machine it runs on for a while,
+        then rolls the claim back, or commits it as a dead claimer's: the recovery takes that
+        back, now or at the next look). Stopping there would end the flush with the item not
+        processed. False when nothing is left to wait for or the deadline has passed."""
+        left = self.outbox.counts()
+        if not (left.get("pending") or left.get("processing")):
+            return False
+        recovered = self._recover()
+        pause = HELD_POLL_SECONDS if deadline is None else min(HELD_POLL_SECONDS, deadline - time.monotonic())
+        if pause <= 0 or not (left.get("pending") or recovered):
+            return False
+        time.sleep(pause)  # real time: the other session's, not the injected clock's
+        return True
+
+    def _recover(self) -> int:
         count = self.outbox.recover(self.clock.now(), self.policy.lease_seconds, self.policy.max_attempts)
         if count:
             log.warning("recovered %d queue items from claims whose lease ran out or whose process is gone", count)
+        return count
 
     def _watch_leases(self) -> None:
         """Wake when the earliest lease of an item another claimer holds runs out."""

@@ -121,3 +121,22 @@ def test_a_fact_search_does_not_rank_the_scopes_journal(root: Path, clock: FakeC
     assert len(found) == 20 and sorted(found) == sorted(expected)
     assert len(daily) == 2000  # the journal's own search still finds every record
     assert steps < plain_steps / 2, (steps, plain_steps)
+
+
+def test_which_terms_an_item_holds_is_read_from_the_item_not_from_every_occurrence(root: Path,
+                                                                                    clock: FakeClock) -> None:
+    with open_memory(root, clock, "person") as person, open_memory(root, clock, "project-big") as big:
+        person.facts.add_many([NewFact(f"Prefers the ledger module {i} reviewed first") for i in range(20)])
+        index = open_search_index(person.db)
+        ids = [doc_id for doc_id, _ in index.match_words(["ledger"], [["ledger"]], person.scope, DocFilter(), 50,
+                                                         0.75)]
+
+        def held() -> dict[int, dict[str, set[str]]]:
+            return index.held_terms(["ledger", "review", "absent"], ids)
+
+        alone, alone_steps = held(), steps_of(person, held)
+        journal(big, 2000)  # "ledger" in every record of another scope
+        shared, shared_steps = held(), steps_of(person, held)
+    assert len(alone) == 20 and shared == alone
+    assert all(terms == {"ledger": {"text"}, "review": {"text"}} for terms in alone.values())
+    assert shared_steps < 2 * alone_steps + 100, (alone_steps, shared_steps)

@@ -19,8 +19,10 @@ from tiermem.storage.sql import Database
 from tiermem.types import Scope
 
 _DF_COLUMNS = {"text": "text", "words": "{text context}", "grams": "text"}
-#: A scope holding less than this share of the store's items is matched through its ``scope_key``
-#: token (FTS5 then ranks the scope's matches only); a larger one is cheaper filtered after the match.
+WORD_TOKENIZER = "porter unicode61 remove_diacritics 2"  # search_words' (migration step 12)
+#: The items a word search may find (its user's, of the agents its filter lets through) under this
+#: share of the store are matched through their ``scope_key`` tokens (FTS5 then ranks them only);
+#: more are cheaper filtered after the match.
 SCOPED_MATCH_SHARE = 0.25
 
 
@@ -135,31 +137,37 @@ class FtsSearch(SearchRepository):
 
     def _scratch_tables(self) -> None:
         conn = self.db.conn
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query USING fts5(text,"
-                     " tokenize='porter unicode61 remove_diacritics 2')")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query USING fts5(text,"
+                     f" tokenize='{WORD_TOKENIZER}')")
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_query_terms USING"
                      " fts5vocab(temp, tiermem_query, 'instance')")
 
     def held_terms(self, terms: Sequence[str], doc_ids: Sequence[int]) -> dict[int, dict[str, set[str]]]:
-        """Read from the ``instance`` vocabulary: the cost grows with how many items hold each
-        term, so callers pass affordable terms only."""
+        """The items' text and context tokenized again by the word index's tokenizer, in a scratch
+        FTS5 table: the cost grows with the items asked, not with how often the store holds each
+        term (the index's own occurrence lists of a common term span every scope)."""
         out: dict[int, dict[str, set[str]]] = {}
         if not terms or not doc_ids:
             return out
         conn = self.db.conn
         ids = sorted(set(doc_ids))
+        wanted = list(dict.fromkeys(terms))
         try:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_words_instance USING"
-                         " fts5vocab(main, search_words, 'instance')")
-            for term in dict.fromkeys(terms):
-                for start in range(0, len(ids), 500):
-                    part = ids[start:start + 500]
-                    rows = conn.execute("SELECT doc, col FROM temp.tiermem_words_instance WHERE term = ?"
-                                        f" AND doc IN ({', '.join('?' for _ in part)})", [term, *part]).fetchall()
-                    for doc, col in rows:
-                        out.setdefault(int(doc), {}).setdefault(term, set()).add(str(col))
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_held USING fts5(text, context,"
+                         f" tokenize='{WORD_TOKENIZER}', detail=column)")
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.tiermem_held_terms USING"
+                         " fts5vocab(temp, tiermem_held, 'instance')")
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                conn.execute("INSERT INTO temp.tiermem_held (rowid, text, context) SELECT id, text, context"
+                             f" FROM search_docs WHERE id IN ({', '.join('?' for _ in part)})", part)
+            rows = conn.execute("SELECT doc, col, term FROM temp.tiermem_held_terms"
+                                f" WHERE term IN ({', '.join('?' for _ in wanted)})", wanted).fetchall()
+            conn.execute("DELETE FROM temp.tiermem_held")
         except sqlite3.Error as exc:
             raise StorageError(f"search query failed: {exc}") from exc
+        for doc, col, term in rows:
+            out.setdefault(int(doc), {}).setdefault(str(term), set()).add(str(col))
         return out
 
     def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,

@@ -17,6 +17,7 @@ import pytest
 
 from tiermem import Memory
 from tiermem.facts.store import NewFact
+from tiermem.search.thread import FileLines
 from tiermem.storage.embeddings import EmbeddingRepository
 from tiermem.storage.search import DocFilter, Ranked, open_search_index
 from tiermem.testing import FakeClock, HashEmbedder
@@ -140,3 +141,24 @@ def test_which_terms_an_item_holds_is_read_from_the_item_not_from_every_occurren
     assert len(alone) == 20 and shared == alone
     assert all(terms == {"ledger": {"text"}, "review": {"text"}} for terms in alone.values())
     assert shared_steps < 2 * alone_steps + 100, (alone_steps, shared_steps)
+
+
+def test_a_records_neighbours_are_read_without_the_rest_of_its_file(root: Path, clock: FakeClock) -> None:
+    def neighbours_read(mem: Memory) -> int:
+        index = open_search_index(mem.db)
+        ids = [doc_id for doc_id, _ in index.match_words(["step"], [["step"]], mem.scope, DocFilter(), 5000, 0.75)]
+        rows = index.docs(sorted(ids)[40:43])  # three records in the middle of the day's file
+        lines = FileLines.read(mem.db, mem.scope, rows)
+        texts = {doc_id: row.text for doc_id, row in index.docs(ids).items()}
+        around = {texts[doc_id]: (texts.get(near.before or 0), texts.get(near.after or 0))
+                  for doc_id, near in lines.around(rows).items()}
+        assert around == {f"user: step {i} of the ledger migration": (f"user: step {i - 1} of the ledger migration",
+                                                                      f"user: step {i + 1} of the ledger migration")
+                          for i in (40, 41, 42)}
+        return steps_of(mem, lambda: FileLines.read(mem.db, mem.scope, rows))
+
+    with open_memory(root, clock, "project-small") as small, open_memory(root, clock, "project-big") as big:
+        journal(small, 100)  # one file of 100 records
+        journal(big, 2000)  # one file of 2,000 records
+        small_steps, big_steps = neighbours_read(small), neighbours_read(big)
+    assert big_steps < 2 * small_steps + 100, (small_steps, big_steps)

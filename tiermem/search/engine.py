@@ -245,7 +245,7 @@ class SearchEngine:
             rows.update(extra)
             evidence.update(more)
             why.update(more_why)
-        near = lines.around(head | extra)
+        near = lines.adding(rows).around(head | extra)  # rows: every candidate, the neighbours among them
         base = {doc_id: order.get(doc_id, evidence[doc_id]) for doc_id in rows}
         lifted = supported(base, evidence, rows, near, self.settings.search_reply_support,
                            self.settings.search_next_support)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tiermem.search.parts import label_of
 from tiermem.storage.search import DocRow
@@ -39,6 +40,7 @@ from tiermem.storage.sql import Database
 from tiermem.types import Scope, SearchHit
 
 MAX_FILES = 200  # distinct journal files one search reads neighbours from (bounds the query)
+SEEKS_PER_QUERY = 100  # records whose neighbours one query looks up
 #: The mark of a lifted hit, and the one line under a list of hits that explains it.
 LIFTED_MARK = "\u2191"
 LIFTED_LEGEND = (f"{LIFTED_MARK} ranked above higher scores: the question before it (or the reply after it) "
@@ -55,24 +57,44 @@ class Neighbours:
 
 @dataclass(frozen=True)
 class FileLines:
-    """Where the daily records of some journal files start and end: ``(path, line) -> doc id``."""
+    """Where some daily records start and end in their journal files: ``(path, line) -> doc id``;
+    ``paths``, the files they were read from."""
 
     starts: Mapping[tuple[str, int], int]
     ends: Mapping[tuple[str, int], int]
+    paths: frozenset[str] = frozenset()
 
     @classmethod
     def read(cls, db: Database, scope: Scope, rows: Mapping[int, DocRow]) -> FileLines:
-        """The lines of the files that hold the daily records among ``rows`` (one query)."""
-        paths = list(dict.fromkeys(row.path for row in rows.values() if row.tier == "daily" and row.path))
-        if not paths:
-            return cls({}, {})
-        paths = paths[:MAX_FILES]
-        found = db.rows(
-            "SELECT d.id, c.path, c.line_start, c.line_end FROM chunks c JOIN search_docs d"
-            " ON d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT) WHERE c.user_id = ? AND c.tier = 'daily'"
-            f" AND c.path IN ({', '.join('?' for _ in paths)})", [scope.user_id, *paths], "search neighbours")
-        return cls({(str(r[1]), int(r[2])): int(r[0]) for r in found},
-                   {(str(r[1]), int(r[3])): int(r[0]) for r in found})
+        """The daily records among ``rows`` and the records right before and after each in its
+        file (those of the first :data:`MAX_FILES` files): a few index seeks per record, where
+        reading their whole files would read every record of each."""
+        daily = [row for row in rows.values() if row.tier == "daily" and row.path]
+        paths = list(dict.fromkeys(row.path for row in daily if row.path))[:MAX_FILES]
+        known = cls({}, {}, frozenset(paths)).adding(daily)
+        found: list[Any] = []
+        asked = [row for row in daily if row.path in known.paths and row.line_start is not None
+                 and row.line_end is not None]
+        for start in range(0, len(asked), SEEKS_PER_QUERY):
+            part = asked[start:start + SEEKS_PER_QUERY]
+            found += db.rows(
+                "SELECT d.id, c.path, c.line_start, c.line_end FROM chunks c JOIN search_docs d"
+                " ON d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT) WHERE c.tier = 'daily' AND ("
+                + " OR ".join("(c.user_id = ? AND c.path = ? AND c.line_end = ?)"
+                              " OR (c.user_id = ? AND c.path = ? AND c.line_start = ?)" for _ in part) + ")",
+                [value for row in part for value in (scope.user_id, row.path, int(row.line_start or 0) - 1,
+                                                     scope.user_id, row.path, int(row.line_end or 0) + 1)],
+                "search neighbours")
+        return replace(known, starts={**known.starts, **{(str(r[1]), int(r[2])): int(r[0]) for r in found}},
+                       ends={**known.ends, **{(str(r[1]), int(r[3])): int(r[0]) for r in found}})
+
+    def adding(self, rows: Sequence[DocRow] | Mapping[int, DocRow]) -> FileLines:
+        """These lines and those of the daily records among ``rows`` in the files read."""
+        more = [row for row in (rows.values() if isinstance(rows, Mapping) else rows)
+                if row.tier == "daily" and row.path in self.paths and row.line_start is not None
+                and row.line_end is not None]
+        return replace(self, starts={**self.starts, **{(str(r.path), int(r.line_start or 0)): r.id for r in more}},
+                       ends={**self.ends, **{(str(r.path), int(r.line_end or 0)): r.id for r in more}})
 
     def around(self, rows: Mapping[int, DocRow]) -> dict[int, Neighbours]:
         """For each daily record among ``rows``, its neighbours on the adjacent lines of its file."""

@@ -362,6 +362,20 @@ def test_prompt_and_start_hooks_import_no_click_model_or_mcp(root: Path, repo: P
         assert b"Indents with tabs" in done.stdout  # it did its work, with the embedder never loaded
 
 
+@pytest.mark.usefixtures("server_starting")
+def test_a_prompt_hook_imports_no_setup_and_no_transcript_reader(root: Path, repo: Path) -> None:
+    """P8: every client is registered by name, but what setup writes and how a transcript is read
+    are imported only by the hooks (and commands) that use them."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", PATIENT_HOOK, "--root", str(root), "hook",
+                           "claude-code", "UserPromptSubmit"], input=payload(cwd=str(repo), prompt="where is billing?"),
+                          capture_output=True, timeout=120, env=_child_env())
+    modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()
+               if line.startswith("import time:")}
+    assert done.returncode == 0 and "tiermem.agents.server_client" in modules
+    assert not {m for m in modules if m.startswith(("tiermem.agents.config", "tiermem.agents.setup",
+                                                    "tiermem.agents.transcript", "tomlkit"))}
+
+
 def test_doctor_checks_the_modes_of_the_coding_agents_files(root: Path) -> None:
     with Memory(root, embedder="hash"):
         pass

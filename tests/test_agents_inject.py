@@ -179,7 +179,7 @@ def test_prompt_query_drops_context_a_client_put_into_the_prompt() -> None:
 
 def test_what_tiermem_injects_is_recognised_in_the_transcript() -> None:
     """A client that stores our context in its transcript must not have it journaled back as what the user said."""
+    from tiermem.agents.context_text import INJECTED_PREFIX
     from tiermem.agents.inject import PROMPT_HEADING
-    from tiermem.agents.transcript import INJECTED_PREFIX
 
     assert START_HEADING.startswith(INJECTED_PREFIX) and PROMPT_HEADING.startswith(INJECTED_PREFIX)

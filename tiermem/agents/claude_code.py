@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem.agents.clients import PROMPT, SAVE, START, AgentClient, hook_timeout_seconds, register
-from tiermem.agents.config_files import ConfigPlan, Edit, SetupPlace, hook_marker
-from tiermem.agents.config_json import JsonHooks, JsonListValue, JsonMcpServer
-from tiermem.agents.transcript import is_context_text
+from tiermem.agents.context_text import is_context_text
+
+if TYPE_CHECKING:  # setup's modules are imported by setup alone (every hook loads this module)
+    from tiermem.agents.config_files import ConfigPlan, Edit, SetupPlace
 
 NAME = "claude-code"
 EVENTS = {"SessionStart": START, "UserPromptSubmit": PROMPT, "PreCompact": SAVE, "Stop": SAVE, "SessionEnd": SAVE}
@@ -102,6 +103,9 @@ def write_config(place: SetupPlace) -> ConfigPlan:
     (``enabledMcpjsonServers``), in the project's ``settings.local.json`` — the only project file
     whose permissions Claude Code honours before the workspace is trusted — or the user's
     ``settings.json``."""
+    from tiermem.agents.config_files import ConfigPlan, hook_marker
+    from tiermem.agents.config_json import JsonHooks, JsonListValue, JsonMcpServer
+
     handlers = {event: {"type": "command", "command": place.hook_command(NAME, event),
                         "timeout": hook_timeout_seconds(action)} for event, action in EVENTS.items()}
     argv = place.mcp_argv()

@@ -3,31 +3,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem.agents.clients import PROMPT, SAVE, START, AgentClient, hook_timeout_seconds, register
-from tiermem.agents.config_files import (
-    ADDED,
-    REMOVED,
-    TOML_MARK,
-    UNCHANGED,
-    UPDATED,
-    Change,
-    ConfigPlan,
-    FileFormat,
-    SetupPlace,
-    hook_marker,
-)
-from tiermem.agents.config_json import JsonHooks
-from tiermem.agents.config_toml import TOML, TomlFlag, TomlMcpServer, prune_toml, toml_mark, toml_table
-from tiermem.agents.transcript import is_context_text
+from tiermem.agents.context_text import is_context_text
+
+if TYPE_CHECKING:  # setup's modules are imported by setup alone (every hook loads this module)
+    from tiermem.agents.config_files import Change, ConfigPlan, FileFormat, SetupPlace
 
 NAME = "codex"
 EVENTS = {"SessionStart": START, "UserPromptSubmit": PROMPT, "PreCompact": SAVE, "Stop": SAVE, "SessionEnd": SAVE}
@@ -110,6 +98,10 @@ def write_config(place: SetupPlace) -> ConfigPlan:
     its tools approved; in the user's ``config.toml`` always: ``[features] hooks = true`` and the
     trust of our hooks (``[hooks.state]``, see :class:`CodexTrust`). Not ``required = true``: a
     required server that fails to start stops Codex, and memory must never do that."""
+    from tiermem.agents.config_files import ConfigPlan, hook_marker
+    from tiermem.agents.config_json import JsonHooks
+    from tiermem.agents.config_toml import TomlFlag, TomlMcpServer
+
     home = codex_home(place)
     config = home / "config.toml"
     folder = home if place.project is None else place.project / ".codex"
@@ -147,10 +139,18 @@ class CodexTrust:
     path: Path
     hooks_file: Path
     marker: str
-    format: FileFormat = TOML
+
+    @property
+    def format(self) -> FileFormat:
+        from tiermem.agents.config_toml import TOML
+
+        return TOML
 
     def apply(self, doc: Any, remove: bool, docs: Mapping[Path, Any]) -> list[Change]:
         import tomlkit
+
+        from tiermem.agents.config_files import ADDED, REMOVED, TOML_MARK, UNCHANGED, UPDATED, Change
+        from tiermem.agents.config_toml import prune_toml, toml_mark, toml_table
 
         source = os.path.realpath(self.hooks_file)
         wanted = {} if remove else dict(self._trusted(docs.get(self.hooks_file) or {}, source))
@@ -203,6 +203,8 @@ def trust_hash(event: str, group: Mapping[str, Any], handler: Mapping[str, Any])
     JSON (sorted keys, no spaces) of ``{"event_name", "hooks": [{"type", "command", "timeout",
     "async", "statusMessage"?}], "matcher"?}`` — the timeout as Codex normalises it (600 when
     unset; SessionEnd clamped to 1-3 s), no matcher for UserPromptSubmit and Stop."""
+    import hashlib
+
     timeout = handler.get("timeout")
     end = event == "SessionEnd"
     timeout = min(max(timeout or 1, 1), SESSION_END_MAX_SECONDS) if end else max(timeout or 600, 1)

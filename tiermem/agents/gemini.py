@@ -7,12 +7,13 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tiermem.agents.clients import PROMPT, SAVE, START, AgentClient, hook_timeout_seconds, register
-from tiermem.agents.config_files import ConfigPlan, SetupPlace, hook_marker
-from tiermem.agents.config_json import JsonHooks, JsonMcpServer, JsonSwitchOn
-from tiermem.agents.transcript import is_context_text
+from tiermem.agents.context_text import is_context_text
+
+if TYPE_CHECKING:  # setup's modules are imported by setup alone (every hook loads this module)
+    from tiermem.agents.config_files import ConfigPlan, SetupPlace
 
 NAME = "gemini"
 # AfterAgent (once per turn) journals the turn, SessionEnd the rest. Not PreCompress: Gemini CLI 0.61
@@ -112,6 +113,9 @@ def write_config(place: SetupPlace) -> ConfigPlan:
     """Hooks and the MCP server (its tools trusted) in ``<project>/.gemini/settings.json`` or the
     user's ``settings.json`` (``~/.gemini``, or ``$GEMINI_CLI_HOME/.gemini``); hooks switched on
     (``hooksConfig.enabled``) if they were off. Hook timeouts are in milliseconds."""
+    from tiermem.agents.config_files import ConfigPlan, hook_marker
+    from tiermem.agents.config_json import JsonHooks, JsonMcpServer, JsonSwitchOn
+
     folder = (gemini_home(place) if place.project is None else place.project) / ".gemini"
     settings = folder / "settings.json"
     handlers = {event: {"name": HOOK_NAME, "type": "command", "command": place.hook_command(NAME, event),

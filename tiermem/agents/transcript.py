@@ -29,13 +29,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tiermem.agents.context_text import INJECTED_PREFIX as INJECTED_PREFIX  # re-exported
+from tiermem.agents.context_text import is_context_text as is_context_text  # re-exported
 from tiermem.errors import InvalidInput, NotFound, TiermemError
 
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ _BAD_LINE = (TiermemError, ValueError, TypeError, LookupError, AttributeError, R
 
 LineKey = Callable[[Mapping[str, Any]], "str | None"]  # a rewritable line's message id, else None
 
-#: How tiermem's own injected memory starts (:mod:`tiermem.agents.inject`): a client that stores it
-#: in the conversation must not have it journaled back as what the user said.
-INJECTED_PREFIX = "Memory from tiermem"
-_CONTEXT_BLOCK_RE = re.compile(r"\s*<([a-z][a-z0-9]*_[a-z0-9_]+)(?:\s[^>]*)?>.*</\1>\s*", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -199,15 +196,4 @@ def _line_messages(raw: bytes, line_messages: TranscriptLine,
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         return None
     return messages, key if isinstance(key, str) and key else None
-
-
-def is_context_text(text: str, prefixes: tuple[str, ...] = ()) -> bool:
-    """True for text a client (or tiermem) put in the conversation rather than the person: it
-    starts with one of ``prefixes`` or with tiermem's injected memory, or it is one whole
-    ``<snake_case_tag>...</snake_case_tag>`` block (``<environment_context>``, ``<session_context>``,
-    ``<turn_aborted>``...; a tag with an underscore, which people rarely type)."""
-    stripped = text.lstrip()
-    if stripped.startswith((INJECTED_PREFIX, *prefixes)):
-        return True
-    return _CONTEXT_BLOCK_RE.fullmatch(text) is not None
 

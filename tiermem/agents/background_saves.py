@@ -51,6 +51,11 @@ class BackgroundSaves(Generic[Request]):
             self._cond.notify_all()
             return True
 
+    def holds(self, key: Hashable) -> bool:
+        """Whether a save of ``key`` waits or runs."""
+        with self._cond:
+            return key in self._waiting or self._running == key
+
     def busy(self) -> bool:
         with self._cond:
             return bool(self._waiting) or self._running is not None

@@ -49,6 +49,11 @@ HOOK_SETTINGS: dict[str, Any] = {"llm": "none", "queue_replay": False, "shutdown
                                  "embed_on_write": False}
 START_TIMEOUT = 0.5  # seconds the start hook waits for the server's text before making it itself
 SAVE_SHARE = 0.6  # a save starts no new batch after this share of its budget (closing the store takes the rest)
+# With no resident server to hand a save to, the hook journals for this long from its start, in
+# batches of SAVE_ALONE_BATCH messages, and leaves the rest to the server it starts (P8: a stop
+# hook in 1 s; a batch of 1,000 messages takes seconds, 100 about a tenth of one).
+SAVE_ALONE_SECONDS = 0.6
+SAVE_ALONE_BATCH = 100
 CWD_VARIABLES = ("CLAUDE_PROJECT_DIR", "GEMINI_CWD", "GEMINI_PROJECT_DIR")  # when a payload has no cwd
 
 
@@ -102,6 +107,7 @@ class HookCall:
     env: Mapping[str, str]
     server: ServerPort
     deadline: float | None = None  # time.monotonic() after which a save starts no new batch
+    started: float | None = None  # time.monotonic() when the hook started (a save alone stops sooner)
 
     @property
     def session_id(self) -> str:
@@ -188,8 +194,10 @@ def prompt_action(call: HookCall) -> str:
 
 def save_action(call: HookCall) -> str:
     """Journal the transcript's new messages and queue them (the resident server does it when it
-    is up, else it is done here); prints nothing. A transcript that did not grow since the last
-    save costs no store at all (Claude Code's Stop after each turn, Gemini CLI's hooks)."""
+    is up); prints nothing. A transcript that did not grow since the last save costs no store at
+    all (Claude Code's Stop after each turn, Gemini CLI's hooks). With no server to take it, the
+    hook saves for :data:`SAVE_ALONE_SECONDS` and leaves the rest to the server it started
+    (:mod:`tiermem.agents.pending_saves`), or to the session's next save."""
     from tiermem.agents.session_state import SessionState
 
     transcript = call.text("transcript_path")
@@ -199,16 +207,31 @@ def save_action(call: HookCall) -> str:
     taken = call.server.ask_save(call.root, call.agent.name, call.session_id, call.cwd, transcript)
     if isinstance(taken, Mapping) and taken.get("accepted") is True:
         return ""  # the server saves it after answering
+    from tiermem.agents import pending_saves
+    from tiermem.agents.project import open_project
     from tiermem.agents.save import save_transcript
 
-    person, project, _ = _open(call)
+    project, _ = open_project(call.root, call.cwd, **HOOK_SETTINGS)
     try:
         state = SessionState.load(call.root, call.agent.name, call.session_id)
-        save_transcript(project, call.agent.name, call.session_id, Path(transcript), state, until=call.deadline)
+        report = save_transcript(project, call.agent.name, call.session_id, Path(transcript), state,
+                                 until=_alone_until(call), batch=SAVE_ALONE_BATCH)
     finally:
         project.close()
-        person.close()
+    if not report.more:
+        pending_saves.clear(call.root, call.agent.name, call.session_id)
+    elif Path(transcript).is_absolute() and Path(call.cwd).is_absolute():
+        pending_saves.leave(call.root, pending_saves.PendingSave(call.agent.name, call.session_id, call.cwd,
+                                                                 transcript))
     return ""
+
+
+def _alone_until(call: HookCall) -> float | None:
+    """When a save with no server starts no new batch: :data:`SAVE_ALONE_SECONDS` after the hook
+    started, within its budget's deadline."""
+    moments = [moment for moment in (call.deadline, None if call.started is None else
+                                     call.started + SAVE_ALONE_SECONDS) if moment is not None]
+    return min(moments) if moments else None
 
 
 def _start_server(call: HookCall) -> None:
@@ -225,11 +248,12 @@ ACTION_FUNCTIONS: dict[str, Action] = {START: start_action, PROMPT: prompt_actio
 # --- one hook -------------------------------------------------------------------------------------------
 def run_hook(client_name: str, event: str, stdin: bytes, root: Path, env: Mapping[str, str] | None = None,
              actions: Mapping[str, Action] | None = None, server: ServerPort | None = None,
-             deadline: float | None = None) -> HookResult:
+             deadline: float | None = None, started: float | None = None) -> HookResult:
     """Do one hook in-process: what to print and how it went. Never raises (but on
     ``BaseException``s such as ``KeyboardInterrupt``); a failure is one line in the hook log.
     ``actions`` (action -> function) and ``server`` replace the real ones (tests); ``deadline``
-    (``time.monotonic()``): a save leaves what it cannot read by then to the next one."""
+    (``time.monotonic()``): a save leaves what it cannot read by then to the next one; ``started``:
+    when the hook started (a save with no server stops :data:`SAVE_ALONE_SECONDS` after it)."""
     action: str | None = None
     session: str | None = None
     try:
@@ -238,7 +262,7 @@ def run_hook(client_name: str, event: str, stdin: bytes, root: Path, env: Mappin
         if action is None:
             return HookResult(outcome="ignored")
         call = HookCall(agent, event, parse_payload(stdin), Path(root), os.environ if env is None else env,
-                        server or resident_server(), deadline)
+                        server or resident_server(), deadline, started)
         session = call.session_id
         text = (actions or ACTION_FUNCTIONS)[action](call)
         shown = agent.context_output(event, text) if text else None
@@ -333,7 +357,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: IO[bytes] | None = None, s
         hook_log.write(exc.root.expanduser(), "-", "-", None, str(exc))
         return 0
     budget = _budget(args)
-    deadline = time.monotonic() + budget * SAVE_SHARE
+    started = time.monotonic()
+    deadline = started + budget * SAVE_SHARE
 
     def expire() -> None:
         hook_log.write(args.root, args.client, args.event, None, f"ran past its budget of {budget:g} s; gave up")
@@ -343,7 +368,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: IO[bytes] | None = None, s
     watchdog.start()
     source = stdin if stdin is not None else sys.stdin.buffer
     data = source.read(MAX_PAYLOAD_BYTES + 1)
-    result = run_hook(args.client, args.event, data, args.root, environ, actions, server, deadline)
+    result = run_hook(args.client, args.event, data, args.root, environ, actions, server, deadline, started)
     if watchdog.finish() and result.stdout:
         sink = stdout if stdout is not None else sys.stdout.buffer
         sink.write(result.stdout)

@@ -176,17 +176,26 @@ def coding_scopes(root: Path, cwd: str | Path, settings: Settings, *, git: GitRu
     return CodingScopes(Scope(settings.coding_person_name(), agent), Scope(key.user, agent), key)
 
 
-def open_scopes(root: Path, cwd: str | Path, *, git: GitRunner = run_git,
-                **overrides: Any) -> tuple[Memory, Memory, CodingScopes]:
-    """The person and project ``Memory`` of ``cwd`` under ``root`` (each its own, so neither
-    builds the other's providers), with the same settings ``overrides``; the caller closes both."""
+def open_project(root: Path, cwd: str | Path, *, git: GitRunner = run_git,
+                 **overrides: Any) -> tuple[Memory, CodingScopes]:
+    """The project ``Memory`` of ``cwd`` alone (a save needs no person scope); the caller closes it."""
     from tiermem.config import load_settings
     from tiermem.memory import Memory
 
     base = Path(root).expanduser().resolve()
     settings = load_settings(base, {k: v for k, v in overrides.items() if k not in ("llm", "embedder", "clock")})
     scopes = coding_scopes(base, cwd, settings, git=git)
-    project = Memory(base, user_id=scopes.project.user_id, agent_name=scopes.project.agent_name, **overrides)
+    return Memory(base, user_id=scopes.project.user_id, agent_name=scopes.project.agent_name, **overrides), scopes
+
+
+def open_scopes(root: Path, cwd: str | Path, *, git: GitRunner = run_git,
+                **overrides: Any) -> tuple[Memory, Memory, CodingScopes]:
+    """The person and project ``Memory`` of ``cwd`` under ``root`` (each its own, so neither
+    builds the other's providers), with the same settings ``overrides``; the caller closes both."""
+    from tiermem.memory import Memory
+
+    project, scopes = open_project(root, cwd, git=git, **overrides)
+    base = Path(root).expanduser().resolve()
     try:
         person = Memory(base, user_id=scopes.person.user_id, agent_name=scopes.person.agent_name, **overrides)
     except BaseException:

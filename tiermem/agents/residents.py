@@ -15,7 +15,8 @@
 Requests: :meth:`Residents.prompt` (the relevant memory for a prompt, via
 :func:`tiermem.agents.inject.prompt_context`, not given before in the session) and
 :meth:`Residents.save` (the hooks' save, :mod:`tiermem.agents.save`, done here after the
-answer, :mod:`tiermem.agents.background_saves`). A session's state
+answer, :mod:`tiermem.agents.background_saves`); every tick it also takes the saves hooks left
+unfinished when no server was up (:mod:`tiermem.agents.pending_saves`). A session's state
 file is read and written under a lock of that session, so two requests of one session do not
 lose each other's "given" ids.
 """
@@ -30,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -290,8 +291,9 @@ class Residents:
         return {"accepted": self._saves.submit((request.client, request.session_id), request)}
 
     def _save(self, request: HookRequest) -> None:
-        """One save (see :mod:`tiermem.agents.save`); a failure is a line in the hook log."""
-        from tiermem.agents import hook_log
+        """One save (see :mod:`tiermem.agents.save`); a failure is a line in the hook log. A
+        request a hook left for this session (:mod:`tiermem.agents.pending_saves`) is done then."""
+        from tiermem.agents import hook_log, pending_saves
         from tiermem.agents.save import save_transcript
         from tiermem.agents.session_state import SessionState
 
@@ -308,6 +310,27 @@ class Residents:
             log.warning("saving %s-%s failed", request.client, request.session_id, exc_info=True)
             hook_log.write(self.root, request.client, "save (resident server)", request.session_id,
                            f"{type(exc).__name__}: {exc}")
+        finally:  # done, or failed and logged: the session's next save reads from its cursor
+            pending_saves.clear(self.root, request.client, request.session_id)
+
+    def take_pending_saves(self) -> int:
+        """Queue the saves hooks left unfinished (a hook with no server to hand them to); how many."""
+        from tiermem.agents import pending_saves
+
+        taken = 0
+        for left in pending_saves.waiting(self.root):
+            key = (left.client, left.session_id)
+            if self._saves.holds(key):
+                continue
+            try:
+                request = _request(asdict(left), "transcript_path")
+                if not Path(request.text).is_absolute():
+                    raise InvalidInput(f"transcript_path must be an absolute path, got {request.text!r}")
+            except InvalidInput:
+                pending_saves.clear(self.root, left.client, left.session_id)
+                continue
+            taken += self._saves.submit(key, request)
+        return taken
 
     def _person_for(self, scopes: CodingScopes) -> Memory:
         if scopes.person != self.person.scope:  # the settings name one person per root
@@ -328,10 +351,13 @@ class Residents:
             self._ticker.start()
 
     def tick(self) -> None:
-        """Look for queued items other processes added (as ``tiermem worker`` does) and embed each
-        open scope's items written without vectors, through that scope's memory (a search of the
-        scope meanwhile uses its index as it is rather than embedding them too)."""
+        """Take the saves hooks left unfinished, look for queued items other processes added (as
+        ``tiermem worker`` does) and embed each open scope's items written without vectors, through
+        that scope's memory (a search of the scope meanwhile uses its index as it is rather than
+        embedding them too)."""
         try:
+            if self.take_pending_saves():
+                log.info("took the saves hooks left unfinished")
             if self.person.settings.enabled:
                 self.person.queue.start()
             with self._lock:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.agents.clients import client
-from tiermem.agents.transcript import MAX_LINE_BYTES, TranscriptRead, read_transcript
+from tiermem.agents.transcript import BATCH_MESSAGES, MAX_LINE_BYTES, TranscriptRead, read_transcript
 from tiermem.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -66,15 +66,16 @@ def conversation_id(client_name: str, session_id: str) -> str:
 
 
 def save_transcript(project: Memory, client_name: str, session_id: str, transcript: Path, state: SessionState,
-                    *, until: float | None = None) -> SaveReport:
+                    *, until: float | None = None, batch: int = BATCH_MESSAGES) -> SaveReport:
     """Journal and queue the messages ``transcript`` gained since ``state.cursor`` in ``project``'s
-    scope, advancing (and saving) ``state`` after each batch (see the module docstring). ``until``:
-    a ``time.monotonic()`` moment after which no new batch starts (the rest waits for the next
-    save). A missing transcript saves nothing; one that is not a file is ``InvalidInput``."""
+    scope, advancing (and saving) ``state`` after each batch of at most ``batch`` messages (see the
+    module docstring). ``until``: a ``time.monotonic()`` moment after which no new batch starts
+    (the rest waits for the next save). A missing transcript saves nothing; one that is not a file
+    is ``InvalidInput``."""
     agent = client(client_name)
     conversation = conversation_id(agent.name, session_id)
     totals = _Totals(state.cursor.messages)
-    for read in _reads(agent, Path(transcript), state, until, totals):
+    for read in _reads(agent, Path(transcript), state, until, totals, batch):
         if read.messages:
             kept, skipped = _prepared(read.messages, project.settings.tool_result_max_chars,
                                       project.settings.redact_secrets)
@@ -124,11 +125,12 @@ class _Totals:
 
 
 def _reads(agent: AgentClient, path: Path, state: SessionState, until: float | None,
-           totals: _Totals) -> Iterator[TranscriptRead]:
+           totals: _Totals, batch: int) -> Iterator[TranscriptRead]:
     """The transcript's batches from the state's cursor (the caller moves the cursor after each)."""
     while True:
         try:
-            read = read_transcript(path, state.cursor, agent.transcript_line, line_key=agent.transcript_key)
+            read = read_transcript(path, state.cursor, agent.transcript_line, line_key=agent.transcript_key,
+                                   max_messages=batch)
         except NotFound:
             totals.missing = True
             return

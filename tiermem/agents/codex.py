@@ -7,9 +7,8 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple  # not dataclasses: every hook loads this module
 
 from tiermem.agents.clients import PROMPT, SAVE, START, AgentClient, hook_timeout_seconds, register
 from tiermem.agents.context_text import is_context_text
@@ -128,8 +127,7 @@ def _timeout(event: str, action: str) -> int:
     return min(seconds, SESSION_END_MAX_SECONDS) if event == "SessionEnd" else seconds
 
 
-@dataclass(frozen=True)
-class CodexTrust:
+class CodexTrust(NamedTuple):
     """The trust Codex (0.171) keeps for each hook in the user's ``config.toml``:
     ``[hooks.state."<hooks file>:<event_snake>:<group>:<handler>"]`` with ``enabled = true`` and
     ``trusted_hash = "sha256:<hex>"`` of the handler (:func:`trust_hash`). Setup writes it for our

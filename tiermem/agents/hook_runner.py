@@ -26,15 +26,13 @@ modules); :func:`run_hook` does one hook in-process and returns what to print.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple  # not dataclasses: 15 ms of imports for every hook
 
 from tiermem.agents import hook_log
 from tiermem.agents.clients import BUDGET_SECONDS, PROMPT, SAVE, START, AgentClient, client
@@ -61,8 +59,7 @@ class HookInputError(ValueError):
     """The hook's stdin is not a payload tiermem can use (not JSON, not an object, too big)."""
 
 
-@dataclass(frozen=True)
-class ServerPort:
+class ServerPort(NamedTuple):
     """How a hook reaches the resident server of its root (:mod:`tiermem.agents.server_client`).
     Each ``ask_*`` answers ``None`` when no server is there (one is started, never waited for):
     ``ask_prompt(root, client, session_id, cwd, prompt)`` and ``ask_start(..., source)`` the text,
@@ -96,8 +93,7 @@ def _ask_start(root: Path, client_name: str, session_id: str, cwd: str, source: 
     return text if isinstance(text, str) else None
 
 
-@dataclass(frozen=True)
-class HookCall:
+class HookCall(NamedTuple):
     """One hook: who called, what it sent, where memory lives, and its resident server."""
 
     agent: AgentClient
@@ -129,8 +125,7 @@ class HookCall:
 Action = Callable[[HookCall], str]
 
 
-@dataclass(frozen=True)
-class HookResult:
+class HookResult(NamedTuple):
     """What a hook prints (``stdout``, often nothing) and how it went: ``outcome`` is ``"ok"``,
     ``"ignored"`` (an event tiermem does not use) or ``"failed"`` (logged; ``detail`` says why)."""
 
@@ -154,9 +149,20 @@ def parse_payload(data: bytes) -> dict[str, Any]:
 
 
 # --- the actions ----------------------------------------------------------------------------------------
+def quiet_library() -> None:
+    """The library logs through ``logging``; with no handler, its warnings would reach stderr (the
+    client's screen). Installed by the actions that load it (``logging`` costs a prompt hook 15 ms)."""
+    import logging
+
+    library = logging.getLogger("tiermem")
+    if not any(isinstance(handler, logging.NullHandler) for handler in library.handlers):
+        library.addHandler(logging.NullHandler())
+
+
 def _open(call: HookCall) -> tuple[Memory, Memory, CodingScopes]:
     """The person and project memories of the payload's ``cwd``, opened as a hook must (no LLM,
     no queue replay, no shutdown flush, no embedding)."""
+    quiet_library()
     from tiermem.agents.project import open_scopes
 
     return open_scopes(call.root, call.cwd, **HOOK_SETTINGS)
@@ -169,6 +175,7 @@ def start_action(call: HookCall) -> str:
     text = call.server.ask_start(call.root, call.agent.name, call.session_id, call.cwd, source)
     if text is not None:
         return text
+    quiet_library()
     from tiermem.agents.inject import start_context
     from tiermem.agents.session_state import SessionState
 
@@ -207,6 +214,7 @@ def save_action(call: HookCall) -> str:
     taken = call.server.ask_save(call.root, call.agent.name, call.session_id, call.cwd, transcript)
     if isinstance(taken, Mapping) and taken.get("accepted") is True:
         return ""  # the server saves it after answering
+    quiet_library()
     from tiermem.agents import pending_saves
     from tiermem.agents.project import open_project
     from tiermem.agents.save import save_transcript
@@ -275,18 +283,19 @@ def run_hook(client_name: str, event: str, stdin: bytes, root: Path, env: Mappin
 
 
 # --- the process ----------------------------------------------------------------------------------------
-@dataclass
 class Watchdog:
     """Ends the process when ``seconds`` pass before :meth:`finish`: ``expire()`` runs (it logs and
     exits). ``wait(seconds)`` is the clock (``threading.Event.wait``; tests pass one that returns
     at once). :meth:`finish` and the expiry exclude each other, so output is printed whole or not at all."""
 
-    seconds: float
-    expire: Callable[[], None]
-    wait: Callable[[float], bool] | None = None
-    _done: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _fired: bool = False
+    def __init__(self, seconds: float, expire: Callable[[], None],
+                 wait: Callable[[float], bool] | None = None) -> None:
+        self.seconds = seconds
+        self.expire = expire
+        self.wait = wait
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._fired = False
 
     def start(self) -> None:
         threading.Thread(target=self._watch, name="tiermem-hook-watchdog", daemon=True).start()
@@ -308,8 +317,7 @@ class Watchdog:
             return True
 
 
-@dataclass(frozen=True)
-class HookArgs:
+class HookArgs(NamedTuple):
     root: Path
     client: str
     event: str
@@ -349,7 +357,6 @@ def main(argv: Sequence[str] | None = None, *, stdin: IO[bytes] | None = None, s
          server: ServerPort | None = None) -> int:
     """The hook process: always returns 0. ``exit_process``, ``wait``, ``actions`` and ``server``
     are seams for tests."""
-    logging.getLogger("tiermem").addHandler(logging.NullHandler())  # nothing on stderr either
     environ = os.environ if env is None else env
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv, environ)

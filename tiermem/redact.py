@@ -28,10 +28,33 @@ from typing import Any, TypeVar
 _T = TypeVar("_T")
 
 
+class _LazyPattern:
+    """A regular expression compiled on its first use: most texts trigger no rule, and compiling
+    them all cost every process that imports this module (every hook that opens a store) 15 ms."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:  # two threads may both compile it: the same pattern either way
+            self._compiled = re.compile(*self._args)
+        return self._compiled
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        return self.compiled.sub(repl, text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.compiled.search(text)
+
+
 @dataclass(frozen=True)
 class _Rule:
     kind: str
-    pattern: re.Pattern[str]
+    pattern: _LazyPattern
     triggers: tuple[str, ...]  # lower-case substrings; the regex runs only if one is present ("" = always)
     keep_prefix: bool = False  # keep group 1 (``Bearer ``, ``password=``), replace the rest
 
@@ -51,51 +74,51 @@ _ARMOUR = r"-----(?:BEGIN|END) (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _AWS_SECRET = r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
 
 _RULES: tuple[_Rule, ...] = (
-    _Rule("private_key", re.compile(  # a whole armoured block, or one cut off after its header: its base64 lines
+    _Rule("private_key", _LazyPattern(  # a whole armoured block, or one cut off after its header: its base64 lines
         r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY((?: BLOCK)?)-----"
         r"(?:.*?-----END \1PRIVATE KEY\2-----"
         rf"|(?:{_NL}(?:[A-Za-z0-9+/=]{{4,}}|[A-Za-z\-]+: [^\n]*)[ \t]*(?=\r?\n|\\n|\"|$))*)", re.DOTALL),
         ("private key",)),
-    _Rule("private_key", re.compile(  # the tail of a block whose header is elsewhere (a cut text, a chunk)
+    _Rule("private_key", _LazyPattern(  # the tail of a block whose header is elsewhere (a cut text, a chunk)
         rf"(?m)(^[ \t]*(?:[-*+>][ \t]+)?)(?:[A-Za-z0-9+/=]{{4,}}{_NL})+{_ARMOUR}"), ("private key",),
         keep_prefix=True),
-    _Rule("private_key", re.compile(_ARMOUR), ("private key",)),
-    _Rule("private_key", re.compile(  # a key body without armour: two or more long base64 lines
+    _Rule("private_key", _LazyPattern(_ARMOUR), ("private key",)),
+    _Rule("private_key", _LazyPattern(  # a key body without armour: two or more long base64 lines
         rf"(?:(?<![A-Za-z0-9+/=])|(?<=\\n)){_B64_LINE}(?:{_NL}{_B64_LINE})+"
         rf"(?:{_NL}{_B64_LAST})?(?![A-Za-z0-9+/=])"), ("",)),
-    _Rule("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), ("sk-ant-",)),
-    _Rule("openai_key", re.compile(rf"\bsk-(?:proj-|svcacct-|admin-)?{_HAS_DIGIT}[A-Za-z0-9_\-]{{20,}}"),
+    _Rule("anthropic_key", _LazyPattern(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), ("sk-ant-",)),
+    _Rule("openai_key", _LazyPattern(rf"\bsk-(?:proj-|svcacct-|admin-)?{_HAS_DIGIT}[A-Za-z0-9_\-]{{20,}}"),
           ("sk-",)),
-    _Rule("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), ("_live_", "_test_")),
-    _Rule("aws_secret_key", re.compile(  # AWS_SECRET_ACCESS_KEY=..., "SecretAccessKey": "...", aws secret key ...
+    _Rule("stripe_key", _LazyPattern(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), ("_live_", "_test_")),
+    _Rule("aws_secret_key", _LazyPattern(  # AWS_SECRET_ACCESS_KEY=..., "SecretAccessKey": "...", aws secret key ...
         r"(?i)((?<![a-z])(?:aws[_\-.\s]?)?secret[_\-.\s]?(?:access[_\-.\s]?)?key(?:[_\-.\s]?id)?(?![a-z])"
         r"[\"']?\s*[:=]?\s*[\"']?)" + r"(?-i:" + _AWS_SECRET + ")"), ("secret",), keep_prefix=True),
-    _Rule("aws_secret_key", re.compile(  # next to its access key id: "AKIA..., wJalr..." (CSV, config lines)
+    _Rule("aws_secret_key", _LazyPattern(  # next to its access key id: "AKIA..., wJalr..." (CSV, config lines)
         rf"(\b(?:AKIA|ASIA)[0-9A-Z]{{16}}\b[^\n]{{0,100}}?){_AWS_SECRET}"), ("akia", "asia"), keep_prefix=True),
-    _Rule("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), ("akia", "asia")),
-    _Rule("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    _Rule("aws_access_key", _LazyPattern(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), ("akia", "asia")),
+    _Rule("github_token", _LazyPattern(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
           ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    _Rule("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), ("xox",)),
-    _Rule("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), ("aiza",)),
-    _Rule("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), ("eyj",)),
-    _Rule("bearer_token", re.compile(r"(?i)(\bbearer\s+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*"),
+    _Rule("slack_token", _LazyPattern(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), ("xox",)),
+    _Rule("google_api_key", _LazyPattern(r"\bAIza[0-9A-Za-z_\-]{35}"), ("aiza",)),
+    _Rule("jwt", _LazyPattern(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), ("eyj",)),
+    _Rule("bearer_token", _LazyPattern(r"(?i)(\bbearer\s+)(?!\[REDACTED)[A-Za-z0-9._~+/\-]{16,}=*"),
           ("bearer",), keep_prefix=True),
-    _Rule("basic_auth", re.compile(r"(?i)(\bauthorization:\s*basic\s+)(?!\[REDACTED)[A-Za-z0-9+/]{8,}=*"),
+    _Rule("basic_auth", _LazyPattern(r"(?i)(\bauthorization:\s*basic\s+)(?!\[REDACTED)[A-Za-z0-9+/]{8,}=*"),
           ("basic",), keep_prefix=True),
-    _Rule("password", re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@\[]+:)(?!\[REDACTED)[^\s@/]+(?=@)"),
+    _Rule("password", _LazyPattern(r"(\b[a-z][a-z0-9+.\-]*://[^\s:/@\[]+:)(?!\[REDACTED)[^\s@/]+(?=@)"),
           ("://",), keep_prefix=True),  # the password in scheme://user:password@host
-    _Rule("password", re.compile(
+    _Rule("password", _LazyPattern(
         r"(?i)((?<![a-z])(?:[a-z]*password|passwd|pwd|passphrase)" + _ASSIGN + ")" + _VALUE),
         ("pass", "pwd"), keep_prefix=True),
-    _Rule("secret", re.compile(
+    _Rule("secret", _LazyPattern(
         r"(?i)(" + _NAME_START + r"(?:api[_\-]?key|apikey|secret|secret[_\-]?key|client[_\-]?secret|"
         r"access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|private[_\-]?key|aws_secret_access_key)"
         + _ASSIGN + ")" + _VALUE), ("key", "secret", "token"), keep_prefix=True),
-    _Rule("token", re.compile(  # token: ..., api_token=..., SLACK_BOT_TOKEN=..., "x-auth-token": "..."
+    _Rule("token", _LazyPattern(  # token: ..., api_token=..., SLACK_BOT_TOKEN=..., "x-auth-token": "..."
         r"(?i)(" + _NAME_START + r"token" + _ASSIGN + ")" + _CREDENTIAL), ("token",), keep_prefix=True),
 )
 _TRIGGERS = tuple(sorted({trigger for rule in _RULES for trigger in rule.triggers if trigger}))
-_LONG_RUN = re.compile(r"[A-Za-z0-9+/]{60}")  # a quick scan before the key-body rule
+_LONG_RUN = _LazyPattern(r"[A-Za-z0-9+/]{60}")  # a quick scan before the key-body rule
 _MIN_BODY_CHARS = 121  # two base64 lines of 60 characters and a line break: shorter texts hold no key body
 _MAX_ID_CHARS = 256  # validate.thread_id's limit: a redacted id longer than this becomes a fixed-length one
 

@@ -11,7 +11,9 @@ other events: nothing). The payload's ``cwd`` names the person and project scope
 - prompt: the resident server's answer (:func:`tiermem.agents.server_client.ask_prompt`); when
   it is down: nothing (and it is started), as a cold process cannot load the embedder in time;
 - save: the transcript's new messages journaled in the project scope and queued for extraction
-  (:func:`tiermem.agents.save.save_transcript`), nothing when the transcript did not grow.
+  (:func:`tiermem.agents.save.save_transcript`) by the resident server, nothing when the transcript
+  did not grow; with no server, by the hook for :data:`SAVE_ALONE_SECONDS`, the rest left to the
+  server it starts (:mod:`tiermem.agents.pending_saves`).
 
 A hook never gets in the client's way: the stores open without queue replay, shutdown flush or
 embedding, and with no LLM (``llm="none"``), so no model is ever called here; any failure is one

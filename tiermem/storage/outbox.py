@@ -268,10 +268,10 @@ class OutboxRepository:
         return int(cur.rowcount) == 1
 
     def done(self, item: OutboxItem) -> bool:
-        """Delete a processed item (only while it is still under ``item``'s claim)."""
-        with self.db.transaction() as conn:
-            cur = conn.execute("DELETE FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
-                               (item.id, item.claimed_by or ""))
+        """Delete a processed item (only while it is still under ``item``'s claim): one statement,
+        its own transaction (one round trip on PostgreSQL, like the claim)."""
+        cur = self.db.conn.execute("DELETE FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
+                                   (item.id, item.claimed_by or ""))
         return int(cur.rowcount) == 1
 
     def defer(self, item: OutboxItem, until: datetime) -> None:

@@ -77,7 +77,8 @@ class Settings:
     search_recency_half_life_days: float | None = None
     search_mmr_lambda: float | None = None
     search_fusion: str = "weighted"  # or "rrf"; weighted beat RRF on LoCoMo by 0.07-0.09 R@10
-    search_min_score: float | None = None  # hits below are dropped; None: the embedder model's default
+    search_min_score: float | None = None  # floor of explicit questions (search, recall); None: the model's default
+    search_inject_min_score: float | None = None  # automatic injection (relevant notes, prompt hooks): search/floor.py
     search_candidates: int = 50  # per retriever, before fusion
     search_keyword_budget: int = 5_000  # summed document frequency of the terms one query may use (BM25 cost)
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
@@ -217,8 +218,10 @@ def _check_search(settings: Settings) -> None:
     if min(settings.search_keyword_weight, settings.search_vector_weight, settings.search_context_weight,
            settings.search_reply_support, settings.search_next_support) < 0:
         raise ConfigError("search weights must not be negative")
-    if settings.search_min_score is not None and not 0.0 <= settings.search_min_score <= 1.0:
-        raise ConfigError("search_min_score must be within [0, 1]")
+    for name in ("search_min_score", "search_inject_min_score"):
+        value = getattr(settings, name)
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ConfigError(f"{name} must be within [0, 1]")
     if settings.search_mmr_lambda is not None and not 0.0 <= settings.search_mmr_lambda <= 1.0:
         raise ConfigError("search_mmr_lambda must be within [0, 1]")
     if settings.search_recency_half_life_days is not None and settings.search_recency_half_life_days <= 0:

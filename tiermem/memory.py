@@ -171,13 +171,14 @@ class Memory:
     def _facts_by_relevance(self, query: str, facts: list[Fact], core: list[CoreItem]
                             ) -> tuple[list[Fact], list[CoreItem], list[Note]]:
         """For ``query``: facts and Core items in search order (the rest after them, facts by
-        confidence, items in file order) and the best Daily hits over the default score floor."""
-        hits = self.search(query, k=min(len(facts), 1000), tier="fact") if facts else []
+        confidence, items in file order) and the best Daily hits over the injection floor."""
+        floor = self.search_floor("inject")
+        hits = self.search(query, k=min(len(facts), 1000), tier="fact", min_score=floor) if facts else []
         order = {hit.ref: rank for rank, hit in enumerate(hits)}
         facts = sorted(facts, key=lambda f: (order.get(f.id, len(order)), -f.confidence, f.created_at, f.id))
-        core_hits = self.search(query, k=min(len(core), 1000), tier="core") if core else []
+        core_hits = self.search(query, k=min(len(core), 1000), tier="core", min_score=floor) if core else []
         limit = self.settings.inject_notes
-        daily_hits = self.search(query, k=limit, tier="daily") if limit else []
+        daily_hits = self.search(query, k=limit, tier="daily", min_score=floor) if limit else []
         return facts, core_by_relevance(core, core_hits), notes_from_hits(daily_hits, facts)
 
     def extract(self, messages: Any, thread_id: str | None = None) -> ExtractionReport:
@@ -222,7 +223,7 @@ class Memory:
         raise :class:`InvalidInput`; control characters in ``query`` are ignored.
         ``include_pending``: also ask the engine's ``pending_sources`` (queued items not extracted
         yet) for hits, marked ``provisional``. ``min_score``: hits scoring below are dropped
-        (``None``: the ``search_min_score`` setting, else the embedder model's measured default;
+        (``None``: the floor of explicit questions, :meth:`search_floor`;
         ``0`` keeps everything). ``query_vector``: the query's embedding from :meth:`embed_query`
         (of this or another scope's ``Memory``), so a query searched in several scopes is
         embedded once; used when its text and model are this search's.
@@ -246,9 +247,12 @@ class Memory:
         if self.settings.embed_on_write:  # else the next search embeds them: no search engine is built here
             self._search.on_chunk_change(event, chunk_ids)
 
-    def search_floor(self) -> float:
-        """The score floor in force: ``search_min_score``, else the embedder model's default."""
-        return self._search.min_score()
+    def search_floor(self, use: str = "explicit") -> float:
+        """The score floor in force for ``use``: ``"explicit"`` (what :meth:`search` drops below:
+        ``search_min_score``, else the embedder model's default) or ``"inject"`` (automatic
+        injection: ``search_inject_min_score``, else the model's default but not below a set
+        ``search_min_score``); another ``use`` raises :class:`InvalidInput`. See docs/search.md."""
+        return self._search.min_score(use)
 
     def embed_pending(self) -> int:
         """Embed the items of this scope that have no vector yet (written by other processes, or
@@ -273,7 +277,8 @@ class Memory:
 
     def stats(self) -> dict[str, Any]:
         """What the scope holds: facts by category, daily files, ``MEMORY.md`` bullets, the active
-        plan, the update queue's backlog, the providers and the search score floor in force; and
+        plan, the update queue's backlog, the providers and the score floors in force (explicit
+        questions ``search_min_score``, automatic injection ``search_inject_min_score``); and
         where: the backend and its database (the file, or the URL without its password)."""
         from tiermem.stats import memory_stats
 

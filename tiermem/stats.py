@@ -35,10 +35,11 @@ def memory_stats(memory: Memory) -> dict[str, Any]:
         **_call_totals(memory),
     }
     try:
-        data["search_min_score"] = memory.search_floor()
+        data["search_min_score"] = memory.search_floor()  # explicit questions (search, recall)
+        data["search_inject_min_score"] = memory.search_floor("inject")  # automatic injection
         data["embedder_model"] = memory.embedder.model_id  # what `local` resolved to (the store's graph)
     except ConfigError:  # the embedder cannot be built (a missing key): stats still work
-        data["search_min_score"] = data["embedder_model"] = None
+        data["search_min_score"] = data["search_inject_min_score"] = data["embedder_model"] = None
     data["index_model"] = EmbeddingRepository(memory.db).index_model()  # the model the vectors were made with
     return data
 

@@ -55,9 +55,9 @@ class GivenState(Protocol):
 
 
 def injection_floor(mem: Memory) -> float:
-    """The score a hit needs to be injected unasked (R49a). Today the search floor; the one place
-    to change when the retrieval issue brings a separate injection floor."""
-    return mem.search_floor()
+    """The score a hit needs to be injected unasked (R49a): the floor of automatic injection
+    (``search_inject_min_score``, else the embedder model's default; :mod:`tiermem.search.floor`)."""
+    return mem.search_floor("inject")
 
 
 def _tokens(text: str) -> int:

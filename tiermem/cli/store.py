@@ -168,7 +168,8 @@ def import_(ctx: click.Context, file: Path, replace: bool, as_json: bool) -> Non
 @click.pass_context
 def stats(ctx: click.Context, as_json: bool) -> None:
     """What the scope holds: facts by category, daily files, MEMORY.md bullets, the active
-    plan, the update queue, the providers and the search score floor.
+    plan, the update queue, the providers and the score floors (search_min_score for search and
+    recall, search_inject_min_score for automatic injection).
 
     \b
     Example:

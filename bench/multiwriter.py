@@ -51,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pgserver import SERVER_CPUS, WRITER_CPUS, pin_server, pinned  # noqa: E402
+from pgserver import SERVER_CPUS, WRITER_CPUS, ensure_vector, pin_server, pinned  # noqa: E402
 
 SHARE = 10  # one call in SHARE adds a text every writer adds
 ALL_CPUS = frozenset(SERVER_CPUS | WRITER_CPUS)
@@ -193,7 +193,7 @@ def server(url: str | None, taskset: bool) -> tuple[str, dict[str, Any]]:
 
     if url:
         pg_helpers.TEST_URL = url
-    base = pg_helpers.server_url()
+    base = ensure_vector(pg_helpers.server_url())
     return base, pin_server(base) if taskset else {}
 
 

@@ -56,7 +56,7 @@ def start_server(pgdata: Path, max_connections: int) -> str:
     kept = [line for line in conf.read_text().splitlines() if not line.endswith(_MARK)]
     conf.write_text("\n".join([*kept, f"max_connections = {max_connections}  {_MARK}", ""]))
     server.start()
-    return str(server.get_uri())
+    return ensure_vector(str(server.get_uri()))
 
 
 def stop_server(pgdata: Path) -> None:
@@ -78,6 +78,15 @@ def fresh_schema(name: str, url: str | None = None, cache: Path = DEFAULT_CACHE)
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
         conn.execute(f"CREATE SCHEMA {name}")
     return with_schema(base, name)
+
+
+def ensure_vector(url: str) -> str:
+    """``url``, whose database has pgvector (in ``public``, where tiermem's schemas find it)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+    return url
 
 
 def pin_server(url: str, cpus: Set[int] = SERVER_CPUS) -> dict[str, Any]:

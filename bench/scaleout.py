@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import multiwriter  # noqa: E402
 import queue_workers  # noqa: E402
-from pgserver import DEFAULT_CACHE, pin_server, pinned, server_url  # noqa: E402
+from pgserver import DEFAULT_CACHE, ensure_vector, pin_server, pinned, server_url  # noqa: E402
 
 FULL: dict[str, Any] = {"counts": [1, 2, 4, 8], "scopes": ["same", "different"], "n": 100, "items": 500,
                         "search_n": 100_000, "queries": 100}
@@ -154,7 +154,7 @@ def main() -> None:
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     started = time.monotonic()
-    url = server_url(args.url)
+    url = ensure_vector(server_url(args.url))
     pinning = pin_server(url) if args.taskset else {}
     head = _header(args, url, pinning)
     print(json.dumps(head), flush=True)

@@ -86,6 +86,7 @@ def ensure_vector(url: str) -> str:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        conn.execute("ALTER EXTENSION vector SET SCHEMA public")  # made in a store's schema by an earlier run
     return url
 
 

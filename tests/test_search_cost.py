@@ -162,3 +162,47 @@ def test_a_records_neighbours_are_read_without_the_rest_of_its_file(root: Path, 
         journal(big, 2000)  # one file of 2,000 records
         small_steps, big_steps = neighbours_read(small), neighbours_read(big)
     assert big_steps < 2 * small_steps + 100, (small_steps, big_steps)
+
+
+def test_counting_a_scope_that_is_the_whole_store_does_not_read_each_item(root: Path, clock: FakeClock) -> None:
+    """A search weighs its terms by the scope's item count; in a store of one scope the store's own
+    count is the same number, and SQLite takes it from the table's pages."""
+    with open_memory(root, clock, "project-big") as big:
+        index = open_search_index(big.db)
+        journal(big, 100)
+        small_steps = steps_of(big, lambda: index.count(big.scope))
+        journal(big, 2000)
+        counted, big_steps = index.count(big.scope), steps_of(big, lambda: index.count(big.scope))
+        held = big.db.conn.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]
+    with open_memory(root, clock, "person") as person:  # now two scopes: each counted by its own items
+        person.facts.add_many([NewFact(f"Prefers the ledger module {i} reviewed first") for i in range(3)])
+        index = open_search_index(person.db)
+        assert (index.count(person.scope), index.count(big.scope)) == (3, held)
+    assert counted == held >= 2100
+    assert big_steps < small_steps + 100, (small_steps, big_steps)
+
+
+def test_a_large_scopes_word_search_does_not_count_its_items_on_every_search(root: Path, clock: FakeClock) -> None:
+    """Whether the scope is small enough to confine the match to it is counted once, then again
+    only when the store grew by more than 1% (either plan finds the same items)."""
+    with open_memory(root, clock, "person") as person, open_memory(root, clock, "project-big") as big:
+        person.facts.add_many([NewFact("Prefers the ledger module 1999 reviewed first")])
+        journal(big, 2000)
+        index = open_search_index(big.db)
+
+        def match() -> Ranked:
+            return index.match_words(["1999"], [["1999"]], big.scope, DocFilter(), 50, 0.75)
+
+        with counted_steps(big) as first:
+            found = match()
+        with counted_steps(big) as again:
+            assert match() == found
+        journal(big, 100)  # 5% more items: counted again, once
+        with counted_steps(big) as grown:
+            now = match()
+        with counted_steps(big) as after:
+            assert match() == now
+        texts = [row.text for row in index.docs([doc_id for doc_id, _ in found]).values()]
+    assert "user: step 1999 of the ledger migration" in texts  # (its neighbours hold it as context)
+    assert again[0] < first[0] / 2 and after[0] < grown[0] / 2, (first, again, grown, after)
+    assert grown[0] > 2 * again[0], (again, grown)  # recounted after the store grew

@@ -16,7 +16,7 @@ from tiermem.config import Settings
 from tiermem.search.indexer import Indexer
 from tiermem.search.vectors import TIER_CODE
 from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
-from tiermem.storage.search import DocFilter, SearchIndex
+from tiermem.storage.search import DocFilter, ScopeVersion, SearchIndex
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from tiermem.search.filters import SearchFilters
 
 
+_SCOPES_MAX = 10_000  # scopes whose version is remembered (then forgotten at once: each reads again)
+
+
 class DatabaseIndexer(Indexer):
     """Embeds items (shared :class:`Indexer`) and asks the database for nearest neighbours."""
 
@@ -34,6 +37,8 @@ class DatabaseIndexer(Indexer):
                  settings: Settings, queries: VectorQueries) -> None:
         super().__init__(docs, vectors, embedder, settings)
         self.queries = queries
+        #: The version of each scope at which its items were all embedded (by whoever wrote them or here).
+        self._embedded: dict[Scope, ScopeVersion] = {}
 
     def refresh(self) -> None:
         """After a write: embed new items (waits its turn behind other writers)."""
@@ -43,8 +48,14 @@ class DatabaseIndexer(Indexer):
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:
         """Items of ``scope`` written behind this process's back are embedded first, unless another
-        thread is embedding right now (a search does not wait for a writer)."""
-        self.embed_pending(wait=False, scope=scope)
+        thread is embedding right now (a search does not wait for a writer). Looked for only when
+        the scope's version moved since they were last all embedded: other scopes' writes cost a
+        search nothing here."""
+        version = self.docs.version(scope)  # first: an item added after it moves it again
+        if self._embedded.get(scope) != version and self.embed_pending(wait=False, scope=scope) is not None:
+            if len(self._embedded) > _SCOPES_MAX:
+                self._embedded.clear()
+            self._embedded[scope] = version
         flt = filters.for_sql() if filters is not None else DocFilter()
         return self.queries.nearest(scope, self.model, _blob(vector), top, flt)
 

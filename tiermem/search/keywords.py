@@ -52,16 +52,16 @@ class KeywordSearch:
         self.docs = docs
         self.budget = budget
         self.context_weight = context_weight
-        self._df: dict[tuple[Scope, str, str], tuple[int, int]] = {}  # (scope, index, term) -> (df, doc seq)
-        self._total: dict[Scope, tuple[int, int]] = {}  # scope -> (items in it, doc seq when counted)
+        self._df: dict[tuple[Scope, str, str], tuple[int, int]] = {}  # (scope, index, term) -> (df, scope's changes)
+        self._total: dict[Scope, tuple[int, int]] = {}  # scope -> (items in it, its changes when counted)
         self._lock = threading.Lock()
 
     def run(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> KeywordResult:
         """The keyword lists (best first, at most ``n`` items each) and the query's terms."""
-        doc_seq = self.docs.high_water()[0]
+        changes = self.docs.version(scope)[0]  # one read; other scopes' writes never move it
         lists: list[RankedList] = []
         keys = self.docs.index_terms(list(query.words)) if query.words else []
-        words = self._affordable(scope, "words", _df_terms(query.words, keys), doc_seq)
+        words = self._affordable(scope, "words", _df_terms(query.words, keys), changes)
         found: set[int] = set()
         if words:
             chosen = set(words)
@@ -69,12 +69,12 @@ class KeywordSearch:
                                           scope, flt, n, self.context_weight)
             lists.append(RankedList("words", weight, items))
             found = {doc_id for doc_id, _ in items}
-        grams = self._affordable(scope, "grams", _df_terms(query.grams), doc_seq)
+        grams = self._affordable(scope, "grams", _df_terms(query.grams), changes)
         if grams:
             lists.append(RankedList("grams", weight, self.docs.match_grams(grams, scope, flt, n)))
         if len(found) < n and query.substrings:
             pieces = [[s[i:i + 3] for i in range(len(s) - 2)] for s in query.substrings]
-            phrases = self._affordable(scope, "grams", _df_terms(query.substrings, pieces), doc_seq)
+            phrases = self._affordable(scope, "grams", _df_terms(query.substrings, pieces), changes)
             if phrases:
                 extra = [(doc_id, score) for doc_id, score in self.docs.match_substrings(phrases, scope, flt, n)
                          if doc_id not in found]
@@ -83,22 +83,22 @@ class KeywordSearch:
         if query.short:
             scanned = self.docs.scan(query.short, scope, flt, SCAN_LIMIT)
             lists.append(RankedList("scan", weight, scan_ranking(scanned, query.short, n)))
-        return KeywordResult(lists, self._terms(scope, query, keys, set(words), doc_seq, scanned))
+        return KeywordResult(lists, self._terms(scope, query, keys, set(words), changes, scanned))
 
     # --- evidence --------------------------------------------------------------------------
-    def _terms(self, scope: Scope, query: KeywordQuery, keys: list[list[str]], checked: set[str], doc_seq: int,
+    def _terms(self, scope: Scope, query: KeywordQuery, keys: list[list[str]], checked: set[str], changes: int,
                scanned: Sequence[tuple[int, str]]) -> QueryTerms:
         """The query's terms with their weights (``keys``: each word's index terms); words too
         common for the budget (not in ``checked``) are left out. Counts are the scope's own."""
-        total = self._items(scope, doc_seq)
+        total = self._items(scope, changes)
         terms: list[Term] = []
         if query.words:
             words = [t for t in _df_terms(query.words, keys) if t.keys and t.text in checked]
-            df = self._doc_freqs(scope, "text", words, doc_seq)
+            df = self._doc_freqs(scope, "text", words, changes)
             terms.extend(Term(t.text, idf(total, df[t.text]), t.keys) for t in words)
         if query.grams:
             grams = _df_terms(query.grams)
-            df = self._doc_freqs(scope, "grams", grams, doc_seq)
+            df = self._doc_freqs(scope, "grams", grams, changes)
             terms.extend(Term(t.text, idf(total, df[t.text])) for t in grams)
         for needle in query.short:
             terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
@@ -119,29 +119,29 @@ class KeywordSearch:
         held = [{key: {"text"} for key in keys} for keys in self.docs.index_terms(list(texts))]
         return [terms.coverage(text, h) for text, h in zip(texts, held, strict=True)]
 
-    def _items(self, scope: Scope, doc_seq: int) -> int:
-        """Items in the scope, recounted when the store grew (or shrank) noticeably since."""
+    def _items(self, scope: Scope, changes: int) -> int:
+        """Items in the scope, recounted when the scope changed noticeably since."""
         with self._lock:
             count, seq = self._total.get(scope, (0, -1))
-        if seq < 0 or abs(doc_seq - seq) > max(50, count // 100):
+        if seq < 0 or abs(changes - seq) > max(50, count // 100):
             count = self.docs.count(scope)
             with self._lock:
                 if len(self._total) > _CACHE_MAX:
                     self._total.clear()
-                self._total[scope] = (count, doc_seq)
+                self._total[scope] = (count, changes)
         return count
 
-    def _affordable(self, scope: Scope, index: str, terms: list[DfTerm], doc_seq: int) -> list[str]:
+    def _affordable(self, scope: Scope, index: str, terms: list[DfTerm], changes: int) -> list[str]:
         """The texts of ``terms`` (each costing the scope's document frequencies of its keys)
         rarest first while the total cost stays within the budget; in the original order."""
-        if not terms or doc_seq * sum(len(t.keys) for t in terms) <= self.budget:
+        if not terms or changes * sum(len(t.keys) for t in terms) <= self.budget:
             return [t.text for t in terms]
         if index == "grams":  # a substring costs the matches of each of its grams
             grams = [DfTerm(key, (key,)) for key in dict.fromkeys(k for t in terms for k in t.keys)]
-            df = self._doc_freqs(scope, index, grams, doc_seq, cap=self.budget)
+            df = self._doc_freqs(scope, index, grams, changes, cap=self.budget)
             costs = [sum(df[k] for k in t.keys) for t in terms]
         else:
-            df = self._doc_freqs(scope, index, terms, doc_seq, cap=self.budget)
+            df = self._doc_freqs(scope, index, terms, changes, cap=self.budget)
             costs = [df[t.text] for t in terms]
         kept: set[int] = set()
         total = 0
@@ -152,7 +152,7 @@ class KeywordSearch:
             total += costs[i]
         return [term.text for i, term in enumerate(terms) if i in kept]
 
-    def _doc_freqs(self, scope: Scope, index: str, terms: Sequence[DfTerm], doc_seq: int,
+    def _doc_freqs(self, scope: Scope, index: str, terms: Sequence[DfTerm], changes: int,
                    cap: int | None = None) -> dict[str, int]:
         """The scope's document frequencies (:meth:`SearchIndex.doc_freqs`), cached; with ``cap``,
         a count above it stands for any count above it (the index may stop counting there)."""
@@ -164,7 +164,7 @@ class KeywordSearch:
                 cached = self._df.get((scope, index, term.text))
                 if cached is None and cap is not None:
                     cached = self._df.get((scope, capped, term.text))
-                if cached is not None and doc_seq - cached[1] <= cached[0] // 10:  # off by 10% at most
+                if cached is not None and 0 <= changes - cached[1] <= cached[0] // 10:  # off by 10% at most
                     out[term.text] = cached[0]
                 else:
                     missing.append(term)
@@ -176,7 +176,7 @@ class KeywordSearch:
                 if len(self._df) > _CACHE_MAX:
                     self._df.clear()
                 for text, count in fresh.items():
-                    self._df[(scope, index if cap is None or count <= cap else capped, text)] = (count, doc_seq)
+                    self._df[(scope, index if cap is None or count <= cap else capped, text)] = (count, changes)
             out.update(fresh)
         return out
 

@@ -3,7 +3,11 @@
 A scope's :class:`~tiermem.search.vectors.VectorIndex` is loaded on first use and then caught up
 incrementally: new rows (``search_docs.id`` only grows) and the removal log. That works for
 writes of this process (listeners call :meth:`LoadedIndexer.refresh` right after the commit) and
-of other processes (every search syncs first).
+of other processes (every search syncs first). Whether there is anything to catch up with is one
+read, the scope's version (:meth:`~tiermem.storage.search.SearchRepository.version`: its items
+added and removed, counted by triggers): while it stands still, a search or a refresh reads
+nothing more of the scope, whatever other scopes write; when it moved, only the scope's rows after
+the index's watermark and its user's removals after its log position are read.
 
 Threads: writers (a write's listeners, :meth:`Indexer.reindex`) embed one at a time in arrival
 order and then catch the loaded indexes up; a search never waits for them: it embeds and syncs
@@ -27,7 +31,7 @@ from tiermem.search.index_files import IndexFiles
 from tiermem.search.indexer import PENDING_BATCH, Indexer
 from tiermem.search.vectors import CATEGORY_CODE, NO_CATEGORY, NO_TIME, TIER_CODE, VectorIndex
 from tiermem.storage.embeddings import EmbeddingRepository, VectorRow
-from tiermem.storage.search import SearchIndex
+from tiermem.storage.search import ScopeVersion, SearchIndex
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -51,6 +55,7 @@ class _Loaded:
     index: VectorIndex
     doc_seq: int
     removed_seq: int
+    version: ScopeVersion  # the scope's version read before doc_seq and removed_seq: all it holds
     view: ReadWriteLock = field(default_factory=ReadWriteLock)
 
 
@@ -110,6 +115,8 @@ class LoadedIndexer(Indexer):
         if loaded is None:  # the first search of a scope waits for its load in any case
             self.embed_pending(scope=scope)
             return self._sync(scope, wait=True)
+        if self.docs.version(scope) == loaded.version:
+            return loaded  # nothing of the scope was added or removed since: nothing to embed or read
         if self.embed_pending(wait=False, scope=scope) is None:
             return loaded
         return self._sync(scope, wait=False)
@@ -144,6 +151,12 @@ class LoadedIndexer(Indexer):
             loaded = self._load(scope)
             self._loaded = {**self._loaded, scope: loaded}
             return loaded
+        version = self.docs.version(scope)  # first: a change after it moves it again, for the next sync
+        if version == loaded.version:
+            return loaded
+        if version[0] == loaded.version[0]:  # only the removal log was cut: none of it was the scope's
+            loaded.removed_seq, loaded.version = max(loaded.removed_seq, version[1]), version
+            return loaded
         doc_seq, removed_seq = self.docs.high_water()
         if removed_seq > loaded.removed_seq:
             gone, complete = self.docs.removed_since(scope.user_id, loaded.removed_seq)
@@ -157,6 +170,7 @@ class LoadedIndexer(Indexer):
         if doc_seq > loaded.doc_seq:
             self._add_rows(scope, loaded.index, loaded.doc_seq, doc_seq, view=loaded.view)
             loaded.doc_seq = doc_seq
+        loaded.version = version
         return loaded
 
     def _load(self, scope: Scope) -> _Loaded:
@@ -166,11 +180,12 @@ class LoadedIndexer(Indexer):
         if loaded is not None:
             self.load_sources[scope] = "file"
             return loaded
+        version = self.docs.version(scope)
         doc_seq, removed_seq = self.docs.high_water()
         index = VectorIndex(self.embedder.dim, **self._index_options())
         index.reserve(self.docs.count(scope))
         missing = self._add_rows(scope, index, 0, doc_seq, embed_missing=False)
-        loaded = _Loaded(index, doc_seq, removed_seq)
+        loaded = _Loaded(index, doc_seq, removed_seq, version)
         self.load_sources[scope] = "rows"
         if missing:
             log.warning("%d items of %s/%s have no vector for %r: run `tiermem reindex`", missing,
@@ -192,6 +207,7 @@ class LoadedIndexer(Indexer):
         saved = self._files.load(scope, self.model, self.embedder.dim, **self._index_options())
         if saved is None:
             return None
+        version = self.docs.version(scope)
         doc_seq, removed_seq = self.docs.high_water()
         index = saved.index
         gone: list[int] = []
@@ -210,7 +226,7 @@ class LoadedIndexer(Indexer):
             return None
         held = len(index)
         missing = self._add_rows(scope, index, saved.doc_seq, doc_seq) if doc_seq > saved.doc_seq else 0
-        loaded = _Loaded(index, max(doc_seq, saved.doc_seq), removed_seq)
+        loaded = _Loaded(index, max(doc_seq, saved.doc_seq), removed_seq, version)
         changed = len(gone) + abs(len(index) - held)
         if not missing and changed > max(RESAVE_MIN_CHANGES, held // RESAVE_SHARE):
             self._save(scope, loaded)

@@ -127,6 +127,10 @@ def filter_sql(flt: DocFilter, alias: str = "d") -> tuple[str, list[Any]]:
 
 Ranked = list[tuple[int, float]]  # (doc id, score) best first
 
+#: What a process compares to learn whether a scope's items changed (:meth:`SearchRepository.version`):
+#: ``(items of the scope and of its user's shared ones added or removed, the removal log's prune mark)``.
+ScopeVersion = tuple[int, int]
+
 
 class SearchIndex(Protocol):
     """The search index of one store (one implementation per backend)."""
@@ -186,6 +190,8 @@ class SearchIndex(Protocol):
     def file_items(self, user_id: str, path: str) -> list[tuple[int, str, str | None, str]]: ...
 
     def high_water(self) -> tuple[int, int]: ...
+
+    def version(self, scope: Scope) -> ScopeVersion: ...
 
     def removed_since(self, user_id: str, seq: int) -> tuple[list[int], bool]: ...
 
@@ -273,6 +279,19 @@ class SearchRepository:
             "SELECT (SELECT COALESCE(MAX(id), 0) FROM search_docs), (SELECT COALESCE(MAX(seq), 0) FROM search_removed),"
             " (SELECT value FROM meta WHERE key = ?)", [PRUNED_KEY])[0]
         return int(docs), max(int(removed), int(pruned or 0))
+
+    def version(self, scope: Scope) -> ScopeVersion:
+        """The scope's :data:`ScopeVersion`: two primary-key reads. The count moves with every item
+        of the scope (or of its user's shared chunks) added or removed, in the writing transaction
+        (triggers: ``change_epochs``, topic ``search``), and with nothing else, so a process that
+        reads an unchanged version has nothing of the scope to catch up with, whatever other scopes
+        wrote; the prune mark moves when the removal log was cut (a purge cuts it whole, and resets
+        the user's counts)."""
+        changes, pruned = self._rows(
+            "SELECT (SELECT COALESCE(SUM(value), 0) FROM change_epochs WHERE user_id = ? AND agent_name IN (?, ?)"
+            " AND topic = 'search'), (SELECT value FROM meta WHERE key = ?)",
+            [scope.user_id, scope.agent_name, SHARED_AGENT, PRUNED_KEY])[0]
+        return int(changes), int(pruned or 0)
 
     def _pruned_below(self) -> int:
         rows = self._rows("SELECT value FROM meta WHERE key = ?", [PRUNED_KEY])

@@ -340,8 +340,16 @@ def _facts_scope_category(conn: Any) -> None:
                  " rowid)")
 
 
+def _search_epochs(conn: Any) -> None:
+    """Step 10 (issue 25): per-scope counts of search items added and removed, and the removal log
+    by user (:func:`tiermem.storage.postgres.search.create_search_epochs`)."""
+    from tiermem.storage.postgres import search
+
+    search.create_search_epochs(conn)
+
+
 MIGRATIONS: list[Migration] = [_base, _search, _files, _partial_vector_index, _store_items, _session_items, _call_log,
-                               _outbox_first_position, _facts_scope_category]
+                               _outbox_first_position, _facts_scope_category, _search_epochs]
 
 
 def version(conn: Any) -> int:

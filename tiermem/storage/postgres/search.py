@@ -289,3 +289,28 @@ class TsSearch(SearchRepository):
 def search_index(db: Database) -> TsSearch:
     """The ``Backend.search_index`` factory."""
     return TsSearch(db)
+
+
+_EPOCHS_SQL = """
+CREATE FUNCTION tiermem_bump_search_epoch() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    r RECORD;
+BEGIN
+    IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;
+    INSERT INTO change_epochs (user_id, agent_name, topic, value) VALUES (r.user_id, r.agent_name, 'search', 1)
+        ON CONFLICT (user_id, agent_name, topic) DO UPDATE SET value = change_epochs.value + 1;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER search_docs_epoch AFTER INSERT OR DELETE ON search_docs
+    FOR EACH ROW EXECUTE FUNCTION tiermem_bump_search_epoch();
+INSERT INTO change_epochs (user_id, agent_name, topic, value)
+    SELECT user_id, agent_name, 'search', COUNT(*) FROM search_docs GROUP BY user_id, agent_name;
+CREATE INDEX search_removed_user ON search_removed (user_id, seq);
+"""
+
+
+def create_search_epochs(conn: Any) -> None:
+    """Step 10 (issue 25), as SQLite's step 18: each scope's search items added or removed are
+    counted (``change_epochs``, topic ``search``) and the removal log is indexed by user, so a
+    process catches up with a scope's own changes only (:meth:`SearchRepository.changes`)."""
+    conn.execute(_EPOCHS_SQL)

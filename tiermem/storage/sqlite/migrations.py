@@ -478,6 +478,7 @@ MIGRATIONS: list[Migration] = [
     steps_late.call_log,
     steps_late.outbox_first_position,
     steps_late.facts_scope_category,
+    steps_late.search_epochs,
 ]
 
 

@@ -161,3 +161,27 @@ def facts_scope_category(conn: sqlite3.Connection) -> None:
     embedding, measured with ``add_many``)."""
     run_script(conn, "CREATE INDEX facts_scope_category ON facts (user_id, agent_name, category, confidence,"
                      " created_at);")
+
+
+#: The ``change_epochs`` topic counting a scope's search items added and removed (issue 25).
+SEARCH_EPOCH_SQL = """
+        CREATE TRIGGER search_docs_epoch_insert AFTER INSERT ON search_docs BEGIN
+            INSERT INTO change_epochs (user_id, agent_name, topic, value) VALUES (NEW.user_id, NEW.agent_name,
+                'search', 1) ON CONFLICT (user_id, agent_name, topic) DO UPDATE SET value = value + 1;
+        END;
+        CREATE TRIGGER search_docs_epoch_delete AFTER DELETE ON search_docs BEGIN
+            INSERT INTO change_epochs (user_id, agent_name, topic, value) VALUES (OLD.user_id, OLD.agent_name,
+                'search', 1) ON CONFLICT (user_id, agent_name, topic) DO UPDATE SET value = value + 1;
+        END;
+        INSERT INTO change_epochs (user_id, agent_name, topic, value)
+            SELECT user_id, agent_name, 'search', COUNT(*) FROM search_docs GROUP BY user_id, agent_name;
+        CREATE INDEX search_removed_user ON search_removed (user_id, seq);
+"""
+
+
+def search_epochs(conn: sqlite3.Connection) -> None:
+    """Step 18 (issue 25): each scope's search items added or removed are counted (``change_epochs``,
+    topic ``search``), so a process learns that a scope changed from one primary-key read and catches
+    up with that scope's new rows only; the removal log by user, so that catch-up reads the user's
+    removals only. Existing items count as added once."""
+    run_script(conn, SEARCH_EPOCH_SQL)

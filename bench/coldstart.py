@@ -1,6 +1,7 @@
-"""Cold start (issue 16): opening a store and the first search in a fresh process.
+"""Cold start (issues 16, 24): opening a store and the first search in a fresh process.
 
-    python bench/coldstart.py --n 100000 [--runs 5] [--embedder hash] [--cli] [--profile] [--json]
+    python bench/coldstart.py --n 100000 [--runs 5] [--embedder hash] [--sets rare,common] [--cli]
+        [--profile] [--json] [--tiermem DIR]
 
 The store holds ``n`` synthetic facts written straight into SQLite (as ``bench/search.py`` and
 ``bench/write.py`` build theirs; random clustered unit vectors stored under the embedder's model
@@ -10,7 +11,8 @@ fresh ``python`` process that imports tiermem, then times (from after the import
 - ``open_s``: ``Memory(root, embedder=...)``;
 - ``first_search_s``: the first ``mem.search(...)`` (vector index load, query embedding, FTS);
 - ``total_s``: both; ``rss_mb`` / ``peak_rss_mb`` of the process after the search;
-- ``second_search_ms``: the next search (the index is warm);
+- ``second_search_ms``: the next search (the index is warm), of another query of the same set;
+- ``warm_ms``: the median of that and the set's next searches (``WARM`` in all);
 - ``index_source``: where the scope's vectors came from (``file``: the persisted index file,
   ``rows``: rebuilt from SQLite rows).
 
@@ -19,6 +21,13 @@ the rebuild and the write of the index file; the median is over the later runs. 
 ``tiermem search`` as a whole command (wall, interpreter start included). ``--profile`` prints
 the top of a cProfile of one cold open + search. ``--load-only`` times the vector index load
 alone (``LoadedIndexer.sync``), the figure the 1M target is about.
+
+Two query sets (issue 24), each timed in processes of its own, each run starting at another query
+of its set (:func:`query_sets`): ``rare``, three words that a handful of items hold each, and
+``common``, three of the five words held by most items (the top of the Zipf vocabulary, 29-55% of
+the items each, and ``user`` / ``likes``, 29%; any of a query's words: 64-77%), which the keyword
+budget drops. ``--tiermem DIR`` runs the children on the ``tiermem`` package under ``DIR`` (e.g.
+``git archive HEAD tiermem | tar -x -C DIR``): before/after in one run.
 """
 
 from __future__ import annotations
@@ -38,16 +47,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-QUERY = "what coffee does the user prefer"
+QUERY = "what coffee does the user prefer"  # --cli
+WARM = 8  # warm searches per process
+RARE_RANKS = (5_000, 20_000)  # Zipf ranks of rare words: 4-16 items of 100k hold each
 ENV = dict(os.environ)  # the children's environment (``--no-file`` turns the index files off)
 
 CHILD = """
-import json, resource, sys, time
+import json, resource, statistics, sys, time
 t0 = time.perf_counter()
 import tiermem
 from tiermem import Memory
 imported = time.perf_counter()
-root, embedder, query, profile = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+root, embedder, queries, profile = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] == "1"
 if profile:
     import cProfile, pstats
     prof = cProfile.Profile()
@@ -55,23 +66,27 @@ if profile:
 t = time.perf_counter()
 mem = Memory(root, embedder=embedder, max_facts=10**7)
 opened = time.perf_counter()
-hits = mem.search(query, k=10)
+hits = mem.search(queries[0], k=10)
 searched = time.perf_counter()
 if profile:
     prof.disable()
     pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
-t2 = time.perf_counter()
-mem.search(query + " today", k=10)
-second = time.perf_counter() - t2
+warm = []
+for query in queries[1:]:
+    t2 = time.perf_counter()
+    mem.search(query, k=10)
+    warm.append(time.perf_counter() - t2)
 indexer = mem._search.indexer
 source = getattr(indexer, "load_sources", {})
 rss = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
 print(json.dumps({"import_s": round(imported - t0, 3), "open_s": round(opened - t, 3),
                   "first_search_s": round(searched - opened, 3), "total_s": round(searched - t, 3),
-                  "second_search_ms": round(second * 1000, 1), "hits": len(hits),
+                  "second_search_ms": round(warm[0] * 1000, 1),
+                  "warm_ms": round(statistics.median(warm) * 1000, 1), "hits": len(hits),
                   "index_source": ",".join(sorted(set(source.values()))) or "rows",
                   "rss_mb": round(rss / 2**20, 1),
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                  "tiermem": tiermem.__file__}))
 mem.close()
 """
 
@@ -153,6 +168,29 @@ def build_store(folder: Path, n: int, model: str, dim: int) -> float | None:
     return round(seconds, 1)
 
 
+def query_sets(n: int, count: int = 12) -> dict[str, list[str]]:
+    """``rare``: three words of Zipf ranks :data:`RARE_RANKS` each (at 100k items, 4-16 items hold
+    each word); ``common``: three of the vocabulary's three commonest words and ``user``,
+    ``likes`` (each in 23-55% of the items). Fixed by a seed: the same queries on every run."""
+    import itertools
+
+    import search as search_bench
+
+    vocab = search_bench.vocabulary(20_000, np.random.default_rng(0))  # the store's (build_store)
+    rng = np.random.default_rng(24)
+    low, high = RARE_RANKS
+    rare = [" ".join(vocab[int(i)] for i in rng.integers(low, high, 3)) for _ in range(count)]
+    top = [vocab[0], vocab[1], "user", "likes", vocab[2]]
+    common = [" ".join(words) for words in itertools.combinations(top, 3)]
+    common = [common[int(i)] for i in rng.permutation(len(common))]
+    return {"rare": rare, "common": (common * 2)[:count]}
+
+
+def rotated(queries: list[str], start: int) -> list[str]:
+    """The first search's query and :data:`WARM` more, starting at ``start``."""
+    return [queries[(start + i) % len(queries)] for i in range(WARM + 1)]
+
+
 def drop_index_files(folder: Path) -> None:
     for path in folder.glob("vectors*"):
         shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -163,7 +201,7 @@ def child(code: str, *args: str) -> dict[str, Any]:
                          env=ENV)
     if out.returncode:
         raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
-    if code is CHILD and args[-1] == "1":
+    if code == CHILD and args[-1] == "1":
         print(out.stderr, file=sys.stderr)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -194,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", action="store_true",
                         help="instead: PostgreSQL's cold first search (needs `bench/search.py --backend postgres`)")
     parser.add_argument("--build-only", action="store_true", help="build the store and stop")
+    parser.add_argument("--sets", default="rare,common", help="query sets to time (rare, common)")
+    parser.add_argument("--tiermem", help="run the children on the tiermem package under this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.tiermem:
+        ENV["PYTHONPATH"] = str(Path(args.tiermem).resolve())
     if args.postgres:
         print(json.dumps(postgres_runs(args.runs, Path(args.cache) / "pg")))
         return 0
@@ -212,19 +254,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.fresh_file:
         drop_index_files(folder)
+    sets = query_sets(args.n)
+    names = [name.strip() for name in args.sets.split(",") if name.strip()]
     if args.profile:
-        child(CHILD, str(folder), args.embedder, QUERY, "1")
+        child(CHILD, str(folder), args.embedder, json.dumps(rotated(sets[names[0]], 0)), "1")
         return 0
     if args.load_only:
         runs = [child(LOAD_CHILD, str(folder), args.embedder) for _ in range(args.runs)]
         result["runs"] = runs
         result["load_s_median"] = statistics.median(r["load_s"] for r in runs[1:] or runs)
     else:
-        runs = [child(CHILD, str(folder), args.embedder, QUERY, "0") for _ in range(args.runs)]
-        later = runs[1:] or runs
-        result["runs"] = runs
-        for key in ("open_s", "first_search_s", "total_s", "rss_mb", "peak_rss_mb", "second_search_ms"):
-            result[f"{key}_median"] = statistics.median(r[key] for r in later)
+        result["sets"] = {name: {"queries": sets[name], "runs": []} for name in names}
+        for i in range(args.runs):  # the sets take turns: both see the same load
+            for name in names:
+                queries = json.dumps(rotated(sets[name], i))
+                result["sets"][name]["runs"].append(child(CHILD, str(folder), args.embedder, queries, "0"))
+        for name in names:
+            runs = result["sets"][name]["runs"]
+            later = runs[1:] or runs
+            for key in ("open_s", "first_search_s", "total_s", "rss_mb", "peak_rss_mb", "second_search_ms",
+                        "warm_ms"):
+                result["sets"][name][f"{key}_median"] = statistics.median(r[key] for r in later)
     if args.cli:
         walls = [cli_run(folder, args.embedder) for _ in range(max(3, args.runs))]
         result["cli_wall_s"] = [round(w, 2) for w in walls]

@@ -108,7 +108,7 @@ def test_byte_stable_while_memory_unchanged(mem: Memory, clock: FakeClock) -> No
 
 
 # --- Core Memory and Relevant notes (R21, issue 13) -----------------------------------------------
-FLOOR = 0.3  # an explicit score floor through the setting the default path reads (search_min_score)
+FLOOR = 0.3  # an explicit injection floor through the setting the injection text reads (search_inject_min_score)
 CORE_MD = """## Work
 - Works as a marine biologist in Porto
 
@@ -128,7 +128,7 @@ MAYA_NOTE = "- 2026-03-14 (memory/2026-03-14.md#L4): user: Maya is moving to Lis
 
 @pytest.fixture
 def floored(root: Path, clock: FakeClock) -> Iterator[Memory]:
-    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", search_min_score=FLOOR) as memory:
+    with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", search_inject_min_score=FLOOR) as memory:
         yield memory
 
 
@@ -258,21 +258,22 @@ def test_relevant_notes_cite_line_ranges_and_clip_long_records(floored: Memory) 
 
 def test_notes_follow_the_inject_notes_limit_and_skip_fact_duplicates(root: Path, clock: FakeClock) -> None:
     day = "# Daily Memory: 2026-03-14\n\n## Notes (09:30)\n" + "".join(f"- Maya detail {i}\n" for i in range(8))
-    with Memory(root, embedder=HashEmbedder(), clock=clock, search_min_score=FLOOR, inject_notes=3) as mem:
+    with Memory(root, embedder=HashEmbedder(), clock=clock, search_inject_min_score=FLOOR, inject_notes=3) as mem:
         write_day(mem, day)
         notes = [line for line in mem.format_for_injection(query="Maya detail").splitlines() if "#L" in line]
         assert len(notes) == 3
         mem.facts.add("maya   DETAIL 0", "knowledge", 0.9)
         text = mem.format_for_injection(query="Maya detail 0")
         assert "- [knowledge | 0.90] maya DETAIL 0" in text and ": Maya detail 0\n" not in text + "\n"
-    with Memory(root, embedder=HashEmbedder(), clock=clock, search_min_score=FLOOR, inject_notes=0) as mem:
+    with Memory(root, embedder=HashEmbedder(), clock=clock, search_inject_min_score=FLOOR, inject_notes=0) as mem:
         assert "Relevant notes:" not in mem.format_for_injection(query="Maya detail")
 
 
-def test_relevant_notes_are_the_daily_hits_over_the_default_floor(floored: Memory) -> None:
+def test_relevant_notes_are_the_daily_hits_over_the_injection_floor(floored: Memory) -> None:
     write_day(floored)
+    assert floored.search_floor("inject") == FLOOR
     for query in (MAYA_QUERY, "pizza", "quantum chromodynamics lattice"):
-        hits = floored.search(query, k=floored.settings.inject_notes, tier="daily")  # the default floor
+        hits = floored.search(query, k=floored.settings.inject_notes, tier="daily", min_score=FLOOR)
         text = floored.format_for_injection(query=query)
         notes = text.split("Relevant notes:\n")[1].splitlines() if "Relevant notes:" in text else []
         assert [line.split(": ", 1)[1] for line in notes] == [hit.text for hit in hits], query

@@ -21,8 +21,8 @@ from tiermem.testing import FakeClock
 
 pytestmark = pytest.mark.usefixtures("backend")
 
-FLOOR = 0.3  # explicit score floor through the search_min_score setting (what the default path reads)
-ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC", "TIERMEM_SEARCH_MIN_SCORE": str(FLOOR)}
+FLOOR = 0.3  # an explicit injection floor through the setting the injection text reads (search_inject_min_score)
+ENV = {"TIERMEM_EMBEDDER": "hash", "TIERMEM_TIMEZONE": "UTC", "TIERMEM_SEARCH_INJECT_MIN_SCORE": str(FLOOR)}
 PRIOR_CORE = (
     "Core Memory:\n"
     "- Works as a backend engineer at Acme Corp.\n"
@@ -51,7 +51,7 @@ def clock() -> FakeClock:
 
 def dreamt(root: Path, clock: FakeClock) -> Memory:
     """A store whose MEMORY.md a Deep Dream (scripted reply) has just rewritten."""
-    mem, llm = open_memory(root, clock, [GOOD_REPLY], search_min_score=FLOOR)
+    mem, llm = open_memory(root, clock, [GOOD_REPLY], search_inject_min_score=FLOOR)
     seed(mem)
     assert mem.deep_dream(lookback_days=2).status == "written"
     assert llm.remaining == []

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 SHARED_AGENT = "*"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_BATCH = 500  # chunks per INSERT (9 values each: well under SQLite's limit on a statement's variables)
 
 
 @dataclass(frozen=True)
@@ -47,16 +48,19 @@ def content_hash(text: str) -> str:
 
 
 def _insert(conn: Connection, user_id: str, path: str, chunks: Sequence[Chunk]) -> list[int]:
-    """Insert ``chunks`` of one file; returns their row ids in order (one statement each, so each
-    id is surely its chunk's)."""
+    """Insert ``chunks`` of one file; returns their row ids in order. One statement per
+    :data:`_BATCH` chunks (one round trip on PostgreSQL, however many records a block holds): the
+    rows of one ``INSERT`` take increasing ids in the order of its ``VALUES``, so the sorted ids
+    are the chunks' in order."""
     new: list[int] = []
-    for c in chunks:
-        row = conn.execute(
-            "INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
-            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end, c.text, c.day, content_hash(c.text)),
-        ).fetchall()[0]
-        new.append(int(row[0]))
+    for start in range(0, len(chunks), _BATCH):
+        part = chunks[start:start + _BATCH]
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
+        args = [value for c in part for value in (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end,
+                                                  c.text, c.day, content_hash(c.text))]
+        rows = conn.execute("INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
+                            f" content_hash) VALUES {values} RETURNING id", args).fetchall()
+        new += sorted(int(r[0]) for r in rows)
     return new
 
 

@@ -158,8 +158,11 @@ def _acquire(db: _PgStore, conn: Any, name: str, timeout: float) -> None:
             if not conn.execute(_TRY, [name]).fetchone()[0]:
                 raise TimeoutError(held)
             return
-        conn.execute(f"SET lock_timeout = {0 if timeout < 0 else max(1, round(timeout * 1000))}")
-        conn.execute(_WAIT, [name])
+        from psycopg import sql
+
+        # one round trip: the timeout and the wait as one simple query (the name quoted as a literal)
+        limit = 0 if timeout < 0 else max(1, round(timeout * 1000))
+        conn.execute(f"SET lock_timeout = {limit}; {_WAIT % sql.Literal(name).as_string(conn)}")
     except psycopg.errors.LockNotAvailable as exc:
         raise TimeoutError(held) from exc
     except psycopg.Error as exc:

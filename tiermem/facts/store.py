@@ -161,12 +161,22 @@ class FactStore:
         unique = list(dict.fromkeys(norms))
         with self.repo.atomic():
             tombstoned = self.repo.tombstoned_norms(self.scope, unique) if origin == "extraction" else set()
-            batch = _Batch(origin, run_id, self.repo.count(self.scope), self.repo.find_by_norms(self.scope, unique),
-                           tombstoned, self._free_ids(len(scrubbed)))
+            batch = self._batch(origin, run_id, unique, tombstoned, len(scrubbed))
             results = [self._admit(item, norm, batch) for item, norm in zip(scrubbed, norms, strict=True)]
             self._flush(batch)
         self._notify(batch.events)
         return results
+
+    def _batch(self, origin: Origin, run_id: str | None, norms: list[str], tombstoned: set[str], n: int) -> _Batch:
+        """The batch of ``n`` candidates: the scope's count, its facts holding ``norms`` and ``n`` free
+        ids, read with one query (the reads of a fact add are one round trip) unless it is too large."""
+        drawn = list(dict.fromkeys(self._new_id() for _ in range(n)))
+        found = self.repo.admission(self.scope, norms, drawn)
+        if found is not None and len(drawn) == n:
+            count, stored, taken = found
+            return _Batch(origin, run_id, count, stored, tombstoned, self._free_ids(n) if taken else drawn)
+        return _Batch(origin, run_id, self.repo.count(self.scope), self.repo.find_by_norms(self.scope, norms),
+                      tombstoned, self._free_ids(n))
 
     def _free_ids(self, n: int) -> list[str]:
         """``n`` new fact ids, distinct and unused in the database (checked together; the caller

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from tiermem.storage.sql import Database, Row
 
 _FACT_COLUMNS = "id, user_id, agent_name, content, category, confidence, created_at, updated_at, source"
+_BATCH = 500  # values of an IN list per query
 TOMBSTONE_HASH_PREFIX = "sha256:"
 
 
@@ -48,7 +49,7 @@ def _fact(row: Row) -> Fact:
     )
 
 
-def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
+def _chunks(values: list[str], size: int = _BATCH) -> Iterator[list[str]]:
     """``values`` in slices small enough for one ``IN (...)`` list on either backend."""
     for start in range(0, len(values), size):
         yield values[start:start + size]
@@ -121,6 +122,24 @@ class FactRepository:
             )
             found.update((row["norm"], _fact(row)) for row in rows)
         return found
+
+    def admission(self, scope: Scope, norms: builtins.list[str],
+                  ids: builtins.list[str]) -> tuple[int, dict[str, Fact], bool] | None:
+        """What a batch needs before it admits anything, in one query: the scope's fact count,
+        :meth:`find_by_norms` of ``norms``, and whether any of ``ids`` is taken (any scope).
+        ``None`` when there are too many norms or ids to ask at once (ask one by one then)."""
+        if len(norms) > _BATCH or len(ids) > _BATCH or not norms or not ids:
+            return None
+        columns = ", ".join(f"f.{c.strip()}" for c in _FACT_COLUMNS.split(","))
+        rows = self.db.conn.execute(
+            f"SELECT c.n, c.taken, {columns}, f.norm FROM (SELECT"
+            " (SELECT COUNT(*) FROM facts WHERE user_id = ? AND agent_name = ?) AS n,"
+            f" (SELECT COUNT(*) FROM facts WHERE id IN ({', '.join('?' * len(ids))})) AS taken) AS c"
+            f" LEFT JOIN facts f ON f.user_id = ? AND f.agent_name = ? AND f.norm IN ({', '.join('?' * len(norms))})",
+            (scope.user_id, scope.agent_name, *ids, scope.user_id, scope.agent_name, *norms),
+        ).fetchall()
+        found = {row["norm"]: _fact(row) for row in rows if row["id"] is not None}
+        return int(rows[0]["n"]), found, int(rows[0]["taken"]) > 0
 
     def id_exists(self, fact_id: str) -> bool:
         return self.db.conn.execute("SELECT 1 FROM facts WHERE id = ?", (fact_id,)).fetchone() is not None

@@ -17,9 +17,11 @@ import pytest
 
 from tiermem import Memory
 from tiermem.facts.store import NewFact
+from tiermem.search import fts
+from tiermem.search.keywords import KeywordSearch
 from tiermem.search.thread import FileLines
 from tiermem.storage.embeddings import EmbeddingRepository
-from tiermem.storage.search import DocFilter, Ranked, open_search_index
+from tiermem.storage.search import DfTerm, DocFilter, Ranked, open_search_index
 from tiermem.testing import FakeClock, HashEmbedder
 
 pytestmark = [pytest.mark.usefixtures("backend"), pytest.mark.sqlite_only]
@@ -206,3 +208,23 @@ def test_a_large_scopes_word_search_does_not_count_its_items_on_every_search(roo
     assert "user: step 1999 of the ledger migration" in texts  # (its neighbours hold it as context)
     assert again[0] < first[0] / 2 and after[0] < grown[0] / 2, (first, again, grown, after)
     assert grown[0] > 2 * again[0], (again, grown)  # recounted after the store grew
+
+
+def test_a_word_too_common_for_the_budget_is_not_counted_gram_by_gram(root: Path, clock: FakeClock) -> None:
+    """The substring fallback weighs each word's 3-character grams against the keyword budget: once
+    a word's grams already cost more than the budget, its other grams are not counted (it is left
+    out either way)."""
+    with open_memory(root, clock, "project-big", search_keyword_budget=300) as big:
+        journal(big, 2000)  # "ledger" and "migration" in every record
+        index = open_search_index(big.db)
+        query = fts.parse("migration ledger")
+        grams = [DfTerm(g, (g,)) for word in query.substrings for g in (word[i:i + 3] for i in range(len(word) - 2))]
+        every_gram = steps_of(big, lambda: index.doc_freqs("grams", grams, None, 300))
+        keywords = KeywordSearch(index, 300)
+        words = fts.KeywordQuery(words=query.words)  # the same query without its substrings
+        keywords.run(big.scope, words, DocFilter(), 50, 1.0)  # the words' counts, kept
+        without = steps_of(big, lambda: keywords.run(big.scope, words, DocFilter(), 50, 1.0))
+        with counted_steps(big) as steps:
+            result = keywords.run(big.scope, query, DocFilter(), 50, 1.0)
+    assert len(grams) == 11 and result.lists == [] and result.terms.terms == ()
+    assert steps[0] - without < every_gram / 2, (steps, without, every_gram)

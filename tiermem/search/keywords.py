@@ -136,10 +136,8 @@ class KeywordSearch:
         rarest first while the total cost stays within the budget; in the original order."""
         if not terms or changes * sum(len(t.keys) for t in terms) <= self.budget:
             return [t.text for t in terms]
-        if index == "grams":  # a substring costs the matches of each of its grams
-            grams = [DfTerm(key, (key,)) for key in dict.fromkeys(k for t in terms for k in t.keys)]
-            df = self._doc_freqs(scope, index, grams, changes, cap=self.budget)
-            costs = [sum(df[k] for k in t.keys) for t in terms]
+        if index == "grams":
+            costs = self._gram_costs(scope, terms, changes)
         else:
             df = self._doc_freqs(scope, index, terms, changes, cap=self.budget)
             costs = [df[t.text] for t in terms]
@@ -151,6 +149,26 @@ class KeywordSearch:
             kept.add(i)
             total += costs[i]
         return [term.text for i, term in enumerate(terms) if i in kept]
+
+    def _gram_costs(self, scope: Scope, terms: list[DfTerm], changes: int) -> list[int]:
+        """What each of ``terms`` costs: the summed matches of its grams, counted a gram of each term
+        at a time until the term exceeds the budget (then it is left out whatever its exact cost, so
+        its other grams are not counted: a common word's substring costs one capped count, not one
+        per gram)."""
+        df: dict[str, int] = {}
+        costs = [0 for _ in terms]
+        counting = [i for i, term in enumerate(terms) if term.keys]
+        depth = 0
+        while counting:
+            keys = [terms[i].keys[depth] for i in counting]
+            missing = [DfTerm(key, (key,)) for key in dict.fromkeys(keys) if key not in df]
+            if missing:
+                df.update(self._doc_freqs(scope, "grams", missing, changes, cap=self.budget))
+            for i, key in zip(counting, keys, strict=True):
+                costs[i] += df[key]
+            depth += 1
+            counting = [i for i in counting if costs[i] <= self.budget and depth < len(terms[i].keys)]
+        return costs
 
     def _doc_freqs(self, scope: Scope, index: str, terms: Sequence[DfTerm], changes: int,
                    cap: int | None = None) -> dict[str, int]:

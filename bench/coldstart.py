@@ -13,6 +13,8 @@ fresh ``python`` process that imports tiermem, then times (from after the import
 - ``total_s``: both; ``rss_mb`` / ``peak_rss_mb`` of the process after the search;
 - ``second_search_ms``: the next search (the index is warm), of another query of the same set;
 - ``warm_ms``: the median of that and the set's next searches (``WARM`` in all);
+- ``total_cpu_s`` / ``warm_cpu_ms``: the process's CPU time for open + first search, and the
+  median of the warm searches' (on a shared machine the wall figures grow with its load);
 - ``index_source``: where the scope's vectors came from (``file``: the persisted index file,
   ``rows``: rebuilt from SQLite rows).
 
@@ -63,19 +65,20 @@ if profile:
     import cProfile, pstats
     prof = cProfile.Profile()
     prof.enable()
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 mem = Memory(root, embedder=embedder, max_facts=10**7)
 opened = time.perf_counter()
 hits = mem.search(queries[0], k=10)
-searched = time.perf_counter()
+searched, cpu = time.perf_counter(), time.process_time() - cpu
 if profile:
     prof.disable()
     pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
-warm = []
+warm, warm_cpu = [], []
 for query in queries[1:]:
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     mem.search(query, k=10)
     warm.append(time.perf_counter() - t2)
+    warm_cpu.append(time.process_time() - c2)
 indexer = mem._search.indexer
 source = getattr(indexer, "load_sources", {})
 rss = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
@@ -83,6 +86,7 @@ print(json.dumps({"import_s": round(imported - t0, 3), "open_s": round(opened - 
                   "first_search_s": round(searched - opened, 3), "total_s": round(searched - t, 3),
                   "second_search_ms": round(warm[0] * 1000, 1),
                   "warm_ms": round(statistics.median(warm) * 1000, 1), "hits": len(hits),
+                  "total_cpu_s": round(cpu, 3), "warm_cpu_ms": round(statistics.median(warm_cpu) * 1000, 1),
                   "index_source": ",".join(sorted(set(source.values()))) or "rows",
                   "rss_mb": round(rss / 2**20, 1),
                   "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -273,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = result["sets"][name]["runs"]
             later = runs[1:] or runs
             for key in ("open_s", "first_search_s", "total_s", "rss_mb", "peak_rss_mb", "second_search_ms",
-                        "warm_ms"):
+                        "warm_ms", "total_cpu_s", "warm_cpu_ms"):
                 result["sets"][name][f"{key}_median"] = statistics.median(r[key] for r in later)
     if args.cli:
         walls = [cli_run(folder, args.embedder) for _ in range(max(3, args.runs))]

@@ -292,17 +292,18 @@ def search_index(db: Database) -> TsSearch:
 
 
 _EPOCHS_SQL = """
-CREATE FUNCTION tiermem_bump_search_epoch() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    r RECORD;
+CREATE FUNCTION tiermem_bump_search_epochs() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;
-    INSERT INTO change_epochs (user_id, agent_name, topic, value) VALUES (r.user_id, r.agent_name, 'search', 1)
-        ON CONFLICT (user_id, agent_name, topic) DO UPDATE SET value = change_epochs.value + 1;
+    INSERT INTO change_epochs (user_id, agent_name, topic, value)
+        SELECT user_id, agent_name, 'search', COUNT(*) FROM changed GROUP BY user_id, agent_name
+        ORDER BY user_id, agent_name
+        ON CONFLICT (user_id, agent_name, topic) DO UPDATE SET value = change_epochs.value + excluded.value;
     RETURN NULL;
 END $$;
-CREATE TRIGGER search_docs_epoch AFTER INSERT OR DELETE ON search_docs
-    FOR EACH ROW EXECUTE FUNCTION tiermem_bump_search_epoch();
+CREATE TRIGGER search_docs_epoch_insert AFTER INSERT ON search_docs REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION tiermem_bump_search_epochs();
+CREATE TRIGGER search_docs_epoch_delete AFTER DELETE ON search_docs REFERENCING OLD TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION tiermem_bump_search_epochs();
 INSERT INTO change_epochs (user_id, agent_name, topic, value)
     SELECT user_id, agent_name, 'search', COUNT(*) FROM search_docs GROUP BY user_id, agent_name;
 CREATE INDEX search_removed_user ON search_removed (user_id, seq);
@@ -312,5 +313,7 @@ CREATE INDEX search_removed_user ON search_removed (user_id, seq);
 def create_search_epochs(conn: Any) -> None:
     """Step 10 (issue 25), as SQLite's step 18: each scope's search items added or removed are
     counted (``change_epochs``, topic ``search``) and the removal log is indexed by user, so a
-    process catches up with a scope's own changes only (:meth:`SearchRepository.changes`)."""
+    process catches up with a scope's own changes only (:meth:`SearchRepository.version`). One
+    update of a scope's count per statement (statement triggers over the rows it changed): a bulk
+    insert of many items updates it once, not once per item."""
     conn.execute(_EPOCHS_SQL)

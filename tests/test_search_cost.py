@@ -19,6 +19,7 @@ from tiermem import Memory
 from tiermem.facts.store import NewFact
 from tiermem.search import fts
 from tiermem.search.keywords import KeywordSearch
+from tiermem.search.loaded import LoadedIndexer
 from tiermem.search.thread import FileLines
 from tiermem.storage.embeddings import EmbeddingRepository
 from tiermem.storage.search import DfTerm, DocFilter, Ranked, open_search_index
@@ -228,3 +229,24 @@ def test_a_word_too_common_for_the_budget_is_not_counted_gram_by_gram(root: Path
             result = keywords.run(big.scope, query, DocFilter(), 50, 1.0)
     assert len(grams) == 11 and result.lists == [] and result.terms.terms == ()
     assert steps[0] - without < every_gram / 2, (steps, without, every_gram)
+
+
+def test_a_one_scope_stores_vector_index_file_is_checked_without_testing_each_item(root: Path,
+                                                                                   clock: FakeClock) -> None:
+    """A new process checks a scope's saved vector index against the rows (their count and id
+    sum); when the store holds that scope only, the store's items are counted instead, with no
+    test of each."""
+    with open_memory(root, clock, "project-big") as big:
+        journal(big, 2000)
+        big.search("ledger", k=5)  # saves the scope's index file
+        item_count = big.db.conn.execute("SELECT COUNT(*) FROM search_docs").fetchone()[0]
+    scoped = ("SELECT COUNT(*), COALESCE(SUM(id), 0) FROM search_docs WHERE user_id = ? AND agent_name IN (?, ?)"
+              " AND id <= ?")
+    with open_memory(root, clock, "project-big") as fresh:
+        indexer = fresh._search.indexer
+        assert isinstance(indexer, LoadedIndexer)
+        scoped_steps = steps_of(fresh, lambda: fresh.db.rows(scoped, ["project-big", "coding", "*", 10**9]))
+        with counted_steps(fresh) as load:
+            index = indexer.sync(fresh.scope)
+        assert indexer.load_sources[fresh.scope] == "file" and len(index) == item_count >= 2000
+    assert load[0] < scoped_steps, (load, scoped_steps)

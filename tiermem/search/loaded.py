@@ -220,7 +220,8 @@ class LoadedIndexer(Indexer):
             if not complete:
                 return None
             index.remove(gone)
-        if not self._files.matches(scope, index, saved.doc_seq):
+        whole_store = doc_seq <= saved.doc_seq and self.docs.only_scope(scope)
+        if not self._files.matches(scope, index, saved.doc_seq, whole_store):
             log.info("the vector index file of %s/%s does not match the database: rebuilding", scope.user_id,
                      scope.agent_name)
             return None

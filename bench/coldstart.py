@@ -1,7 +1,7 @@
 """Cold start (issues 16, 24): opening a store and the first search in a fresh process.
 
     python bench/coldstart.py --n 100000 [--runs 5] [--embedder hash] [--sets rare,common] [--cli]
-        [--profile] [--json] [--tiermem DIR]
+        [--profile] [--json] [--tiermem DIR] [--baseline DIR]
 
 The store holds ``n`` synthetic facts written straight into SQLite (as ``bench/search.py`` and
 ``bench/write.py`` build theirs; random clustered unit vectors stored under the embedder's model
@@ -29,7 +29,9 @@ of its set (:func:`query_sets`): ``rare``, three words that a handful of items h
 ``common``, three of the five words held by most items (the top of the Zipf vocabulary, 29-55% of
 the items each, and ``user`` / ``likes``, 29%; any of a query's words: 64-77%), which the keyword
 budget drops. ``--tiermem DIR`` runs the children on the ``tiermem`` package under ``DIR`` (e.g.
-``git archive HEAD tiermem | tar -x -C DIR``): before/after in one run.
+``git archive HEAD tiermem | tar -x -C DIR``); ``--baseline DIR`` also runs them on another
+tree, run by run before the first: before/after in one run. Run ``python -m compileall -q`` on
+each tree first when ``PYTHONDONTWRITEBYTECODE`` is set (else every child compiles the modules).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -195,6 +198,14 @@ def rotated(queries: list[str], start: int) -> list[str]:
     return [queries[(start + i) % len(queries)] for i in range(WARM + 1)]
 
 
+def use_tree(folder: str | None) -> None:
+    """The children import ``tiermem`` from ``folder`` (``None``: as this process does)."""
+    if folder:
+        ENV["PYTHONPATH"] = str(Path(folder).resolve())
+    else:
+        ENV.pop("PYTHONPATH", None)
+
+
 def drop_index_files(folder: Path) -> None:
     for path in folder.glob("vectors*"):
         shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -202,7 +213,7 @@ def drop_index_files(folder: Path) -> None:
 
 def child(code: str, *args: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=False,
-                         env=ENV)
+                         env=ENV, cwd=tempfile.gettempdir())  # not a folder holding another tiermem
     if out.returncode:
         raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
     if code == CHILD and args[-1] == "1":
@@ -238,10 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-only", action="store_true", help="build the store and stop")
     parser.add_argument("--sets", default="rare,common", help="query sets to time (rare, common)")
     parser.add_argument("--tiermem", help="run the children on the tiermem package under this folder")
+    parser.add_argument("--baseline", help="also run them on the tiermem package under this folder, run by run"
+                                           " before the others (figures under 'baseline')")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.tiermem:
-        ENV["PYTHONPATH"] = str(Path(args.tiermem).resolve())
+    trees = {"": args.tiermem, **({"baseline": args.baseline} if args.baseline else {})}
+    use_tree(args.tiermem)
     if args.postgres:
         print(json.dumps(postgres_runs(args.runs, Path(args.cache) / "pg")))
         return 0
@@ -268,17 +281,23 @@ def main(argv: list[str] | None = None) -> int:
         result["runs"] = runs
         result["load_s_median"] = statistics.median(r["load_s"] for r in runs[1:] or runs)
     else:
-        result["sets"] = {name: {"queries": sets[name], "runs": []} for name in names}
-        for i in range(args.runs):  # the sets take turns: both see the same load
-            for name in names:
-                queries = json.dumps(rotated(sets[name], i))
-                result["sets"][name]["runs"].append(child(CHILD, str(folder), args.embedder, queries, "0"))
-        for name in names:
-            runs = result["sets"][name]["runs"]
-            later = runs[1:] or runs
-            for key in ("open_s", "first_search_s", "total_s", "rss_mb", "peak_rss_mb", "second_search_ms",
-                        "warm_ms", "total_cpu_s", "warm_cpu_ms"):
-                result["sets"][name][f"{key}_median"] = statistics.median(r[key] for r in later)
+        for tree in sorted(trees, reverse=True):  # the baseline's first
+            (result.setdefault(tree, {}) if tree else result)["sets"] = {
+                name: {"queries": sets[name], "runs": []} for name in names}
+        for i in range(args.runs):  # the trees and sets take turns: all see the same load
+            for tree in sorted(trees, reverse=True):
+                use_tree(trees[tree])
+                for name in names:
+                    queries = json.dumps(rotated(sets[name], i))
+                    out = (result[tree] if tree else result)["sets"][name]
+                    out["runs"].append(child(CHILD, str(folder), args.embedder, queries, "0"))
+        for tree in trees:
+            for summary in (result[tree] if tree else result)["sets"].values():
+                later = summary["runs"][1:] or summary["runs"]
+                for key in ("open_s", "first_search_s", "total_s", "rss_mb", "peak_rss_mb", "second_search_ms",
+                            "warm_ms", "total_cpu_s", "warm_cpu_ms"):
+                    summary[f"{key}_median"] = statistics.median(r[key] for r in later)
+        use_tree(args.tiermem)
     if args.cli:
         walls = [cli_run(folder, args.embedder) for _ in range(max(3, args.runs))]
         result["cli_wall_s"] = [round(w, 2) for w in walls]

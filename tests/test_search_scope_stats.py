@@ -1,8 +1,11 @@
 """Keyword statistics are per scope (issue 16): one user's data never moves another user's ranking
-or scores, nor which query terms the keyword budget affords."""
+or scores, nor which query terms the keyword budget affords; and weighing terms against the budget
+counts no more than it needs (issue 24)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -90,3 +93,36 @@ def test_a_store_of_one_scope_counts_store_wide_with_the_same_result(root: Path,
             assert index.doc_freqs("text", terms, scope) == [6, 1]
             assert index.doc_freqs("text", terms, None) == [7, 1]
         assert not index.only_scope(Scope("bob", "default"))
+
+
+@contextmanager
+def statements(mem: Memory, backend: str) -> Iterator[list[str]]:
+    """The SQL statements ``mem``'s store runs in the block (SQLite: this thread's connection)."""
+    run: list[str] = []
+    if backend == "postgres":
+        from tiermem.storage.postgres.trips import count_round_trips
+
+        with count_round_trips(mem.db) as trips:
+            yield run
+        run.extend(trips.statements)
+        return
+    conn = mem.db.conn
+    conn.set_trace_callback(run.append)
+    try:
+        yield run
+    finally:
+        conn.set_trace_callback(None)
+
+
+def test_a_common_words_substrings_are_not_counted_gram_by_gram(root: Path, clock: FakeClock, backend: str) -> None:
+    """Words the word index finds too little of are also looked for as trigram phrases, each
+    weighed against ``search_keyword_budget`` by its grams' matches. A word whose grams already cost
+    more than the budget is left out, so its other grams are not counted: "migration ledger" (11
+    grams, in every record) costs one capped count per word."""
+    with open_memory(root, clock, "alice", search_keyword_budget=30) as alice:
+        alice.daily.append("Notes", [f"step {i} of the ledger migration" for i in range(60)], at=NOON)
+        with statements(alice, backend) as run:
+            hits = alice.search("migration ledger", k=5, min_score=0)
+    gram_counts = [sql for sql in run if "COUNT(*)" in sql and ("search_grams" in sql or "grams @@" in sql)]
+    assert len(hits) == 5  # by their vectors: both words are over the budget
+    assert len(gram_counts) == 2, run

@@ -115,9 +115,9 @@ mem.close()
 
 
 PG_CHILD = """
-import json, sys, time
+import json, statistics, sys, time
 import tiermem
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 from pathlib import Path
 import numpy as np
 from tiermem.clock import SystemClock
@@ -126,7 +126,7 @@ from tiermem.search.engine import SearchEngine
 from tiermem.search.filters import SearchFilters
 from tiermem.storage.postgres.db import PgDatabase
 from tiermem.types import Scope
-url, folder = sys.argv[1], sys.argv[2]
+url, folder, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 class Model:  # the query vector is handed in, as bench/search.py does
     dim, model_id = 384, "bench-random-384"
     def embed(self, texts):
@@ -138,26 +138,44 @@ rng = np.random.default_rng(5)
 def query():
     v = rng.standard_normal(384).astype(np.float32)
     return v / np.linalg.norm(v)
-engine.search_vector(Scope("default", "default"), "user coffee kafo", query(), 10, SearchFilters())
-first = time.perf_counter()
-engine.search_vector(Scope("default", "default"), "user tea mibo", query(), 10, SearchFilters())
+engine.search_vector(Scope("default", "default"), queries[0], query(), 10, SearchFilters())
+first, cpu = time.perf_counter(), time.process_time() - cpu
+warm = []
+for text in queries[1:]:
+    t2 = time.perf_counter()
+    engine.search_vector(Scope("default", "default"), text, query(), 10, SearchFilters())
+    warm.append(time.perf_counter() - t2)
 print(json.dumps({"open_s": round(opened - t, 3), "first_search_s": round(first - opened, 3),
-                  "total_s": round(first - t, 3), "second_search_ms": round((time.perf_counter() - first) * 1000, 1)}))
+                  "total_s": round(first - t, 3), "total_cpu_s": round(cpu, 3),
+                  "second_search_ms": round(warm[0] * 1000, 1), "warm_ms": round(statistics.median(warm) * 1000, 1),
+                  "tiermem": tiermem.__file__}))
 db.close()
 """
 
 
-def postgres_runs(runs: int, cache: Path) -> dict[str, Any]:
+def postgres_runs(runs: int, cache: Path, n: int, sets: dict[str, list[str]],
+                  trees: dict[str, str | None]) -> dict[str, Any]:
     """Cold open + first search on the PostgreSQL schema ``bench/search.py --backend postgres --n
-    100000`` built (pgvector: nothing is loaded into the process)."""
+    n`` built (pgvector: nothing is loaded into the process), per query set (and tree, taking
+    turns run by run as on SQLite; the client's CPU time only: the server's is not counted)."""
     from pgserver import server_url, with_schema
     from search_postgres import FORMAT
 
-    url = with_schema(server_url(), f"bench_search_n100000_v{FORMAT}")
+    url = with_schema(server_url(), f"bench_search_n{n}_v{FORMAT}")
     cache.mkdir(parents=True, exist_ok=True)
-    out = [child(PG_CHILD, url, str(cache)) for _ in range(runs)]
-    return {"runs": out, **{f"{key}_median": statistics.median(r[key] for r in out[1:] or out)
-                            for key in ("open_s", "first_search_s", "total_s", "second_search_ms")}}
+    out: dict[str, Any] = {tree or "this": {name: {"runs": []} for name in sets} for tree in trees}
+    for i in range(runs):
+        for tree in sorted(trees, reverse=True):
+            use_tree(trees[tree])
+            for name, queries in sets.items():
+                out[tree or "this"][name]["runs"].append(
+                    child(PG_CHILD, url, str(cache), json.dumps(rotated(queries, i))))
+    for by_set in out.values():
+        for summary in by_set.values():
+            later = summary["runs"][1:] or summary["runs"]
+            for key in ("open_s", "first_search_s", "total_s", "total_cpu_s", "second_search_ms", "warm_ms"):
+                summary[f"{key}_median"] = statistics.median(r[key] for r in later)
+    return out
 
 
 def build_store(folder: Path, n: int, model: str, dim: int) -> float | None:
@@ -255,8 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trees = {"": args.tiermem, **({"baseline": args.baseline} if args.baseline else {})}
     use_tree(args.tiermem)
+    names = [name.strip() for name in args.sets.split(",") if name.strip()]
     if args.postgres:
-        print(json.dumps(postgres_runs(args.runs, Path(args.cache) / "pg")))
+        sets = {name: query_sets(args.n)[name] for name in names}
+        print(json.dumps(postgres_runs(args.runs, Path(args.cache) / "pg", args.n, sets, trees)))
         return 0
     from tiermem.models.registry import ProviderOptions, make_embedder
 
@@ -272,7 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh_file:
         drop_index_files(folder)
     sets = query_sets(args.n)
-    names = [name.strip() for name in args.sets.split(",") if name.strip()]
     if args.profile:
         child(CHILD, str(folder), args.embedder, json.dumps(rotated(sets[names[0]], 0)), "1")
         return 0

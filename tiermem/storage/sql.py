@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tiermem.storage.files import FilesFactory
     from tiermem.storage.outbox import ClaimRequest
     from tiermem.storage.search import SearchIndex
+    from tiermem.types import Scope
 
 
 class Row(Protocol):
@@ -52,6 +53,48 @@ class Connection(Protocol):
     def execute(self, sql: str, args: Sequence[Any] = (), /) -> Any: ...
 
     def executemany(self, sql: str, rows: Any, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class WriteKey:
+    """What a write transaction's read-check-write must keep other writers out of
+    (:meth:`Database.transaction`; docs/postgres.md, "What can run at once").
+
+    ``store``: the whole store (migrations' kin: purge, import, the export's snapshot, maintenance
+    over every scope) - it waits for every other writer and every writer waits for it. Otherwise
+    ``names``: what it locks (a scope, a user's files, one queue thread); writers with no name in
+    common run at once. No name (:data:`ROWS`): the statements' own row locks and unique
+    constraints keep the rules (``ON CONFLICT``, an update by id), so it waits only for a
+    store-wide writer. On SQLite every write transaction is store-wide (``BEGIN IMMEDIATE``)."""
+
+    names: frozenset[str] = frozenset()
+    store: bool = False
+
+    @classmethod
+    def named(cls, *parts: str) -> WriteKey:
+        """The key of one thing, e.g. ``WriteKey.named("scope", user, agent)``."""
+        return cls(frozenset({"\x1f".join(parts)}))
+
+    def covers(self, other: WriteKey) -> bool:
+        """True when holding this key keeps out every writer ``other`` keeps out."""
+        return self.store or (not other.store and other.names <= self.names)
+
+    def __or__(self, other: WriteKey) -> WriteKey:
+        return WriteKey(self.names | other.names, self.store or other.store)
+
+
+STORE = WriteKey(store=True)  # the default: correct for any write, and waits for every other one
+ROWS = WriteKey()
+
+
+def scope_key(scope: Scope) -> WriteKey:
+    """One scope's rules: its facts (duplicates, the cap, tombstones), summaries, audit, plans."""
+    return WriteKey.named("scope", scope.user_id, scope.agent_name)
+
+
+def user_key(user_id: str) -> WriteKey:
+    """One user's files (Daily journal, diaries, ``MEMORY.md`` and its versions) and their index."""
+    return WriteKey.named("user", user_id)
 
 
 @dataclass(frozen=True)
@@ -101,7 +144,9 @@ class Database(Protocol):
 
     def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[Any]: ...
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
+    def transaction(self, key: WriteKey = STORE) -> AbstractContextManager[Any]:
+        """A write transaction, re-entrant per thread; ``key``: what it must keep others out of."""
+        ...
 
     def close(self) -> None: ...
 

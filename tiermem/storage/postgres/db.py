@@ -1,16 +1,23 @@
-"""The PostgreSQL database: a connection pool shared by the process, one writer at a time per store.
+"""The PostgreSQL database: a connection pool shared by the process; writers of different scopes at once.
 
 ``conn``, ``rows`` and ``transaction`` behave as :class:`tiermem.storage.sqlite.db.Database`'s do, so the
 repositories' SQL serves both backends (``?`` placeholders are rewritten to psycopg's ``%s``):
 
 - Outside a transaction each statement runs on a pooled connection in autocommit mode and its
   rows are fetched at once. A read that meets a lost connection is retried once on another.
-- :meth:`PgDatabase.transaction` takes a transaction-level advisory lock for the store's schema
-  first, so writers take turns as they do on SQLite (``BEGIN IMMEDIATE``) and every
-  read-check-write in the repositories stays atomic across processes and hosts. Readers never wait.
+- :meth:`PgDatabase.transaction` takes transaction-level advisory locks first, in the statement
+  that begins the transaction (one round trip), as narrow as its :class:`~tiermem.storage.sql.WriteKey`
+  says: a scoped write holds the store's lock (``WRITE_LOCK``, the schema) *shared* and one
+  exclusive lock per name (a scope, a user's files, a queue thread; keyed by the schema and the
+  name, taken in sorted order), so writers of different scopes run at once and every
+  read-check-write of one scope stays atomic across processes and hosts; a store-wide write
+  (purge, import, the export's snapshot) holds the store's lock exclusively, so it and every
+  other writer take turns. Readers never wait. docs/postgres.md, "What can run at once".
 - The open transaction is the thread's for the URL (the process's pool), not one store object's:
   two ``Memory`` objects of one database nest their writes on one thread instead of waiting for
-  each other's lock.
+  each other's lock. A nested write whose key the transaction does not cover takes the locks it
+  lacks there and then; taken out of order, two such transactions may wait for each other: the
+  server fails one after ``deadlock_timeout``, a :class:`StorageError` saying so, rolled back.
 - A unique or check violation raises :attr:`PgDatabase.IntegrityError` and, inside a transaction,
   fails the whole transaction (SQLite would fail only the statement; no tiermem code goes on after
   one). Other failures become :class:`~tiermem.errors.StorageError` naming the URL without its
@@ -31,8 +38,10 @@ from tiermem.redact import REDACT, Redactor
 from tiermem.storage.postgres import BACKEND
 from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
 from tiermem.storage.postgres.pool import SharedPool
+from tiermem.storage.sql import STORE, WriteKey
 
-WRITE_LOCK = 7_311_002  # pg_advisory_xact_lock(WRITE_LOCK, hashtext(current_schema()))
+WRITE_LOCK = 7_311_002  # (WRITE_LOCK, hashtext(current_schema())): the store's lock, shared by scoped writes
+_STORE_LOCK = f"{WRITE_LOCK}, hashtext(current_schema())"
 _READ = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
 
 
@@ -169,27 +178,29 @@ class PgDatabase:
             raise StorageError(f"{what} failed: {exc}") from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[PgConnection]:
-        """A transaction on one pooled connection, after the store's write lock; re-entrant per thread
-        (and across the stores of this URL). A pooled connection the server dropped is replaced."""
+    def transaction(self, key: WriteKey = STORE) -> Iterator[PgConnection]:
+        """A transaction on one pooled connection, after the write locks of ``key``; re-entrant per
+        thread (and across the stores of this URL): a nested call joins the open transaction, taking
+        first what of ``key`` it does not hold yet. A pooled connection the server dropped is replaced."""
         import psycopg
 
         if self._current() is not None:
+            self._widen(key)
             yield self.conn
             return
         if self._closed:
             raise StorageError("the database is closed")
-        conn = self._begin()
+        conn = self._begin(key)
         try:
             local = self._pool.local
-            local.conn = conn
+            local.conn, local.key = conn, key
             try:
                 yield self.conn
             except BaseException:
-                local.conn = None
+                local.conn = local.key = None
                 _quietly(conn, "ROLLBACK")
                 raise
-            local.conn = None
+            local.conn = local.key = None
             try:
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
@@ -198,16 +209,15 @@ class PgDatabase:
         finally:
             self._pool.putconn(conn)
 
-    def _begin(self) -> Any:
-        """A pooled connection after ``BEGIN`` and the write lock (another one when the server dropped
-        the first); on failure nothing is held."""
+    def _begin(self, key: WriteKey) -> Any:
+        """A pooled connection after ``BEGIN`` and the locks of ``key``, sent as one statement (one
+        round trip); another connection when the server dropped the first. On failure nothing is held."""
         import psycopg
 
         conn = self._pool.getconn()
         for attempt in range(self._pool.size + 1):
             try:
-                conn.execute("BEGIN")
-                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (WRITE_LOCK,))
+                conn.execute(f"BEGIN; {lock_sql(conn, key, held=None)}")
                 return conn
             except psycopg.Error as exc:
                 if not (conn.closed or conn.broken) or attempt == self._pool.size:
@@ -218,10 +228,45 @@ class PgDatabase:
             conn = self._pool.getconn()
         raise AssertionError("unreachable")
 
+    def _widen(self, key: WriteKey) -> None:
+        """Inside the thread's transaction: take what of ``key`` it does not hold yet. (Taken late,
+        out of the usual order, so two such transactions can wait for each other: the server then
+        fails one, a :class:`StorageError` that says so, and it rolls back.)"""
+        import psycopg
+
+        local = self._pool.local
+        held: WriteKey = local.key
+        if held.covers(key):
+            return
+        try:
+            local.conn.execute(lock_sql(local.conn, key, held=held))
+        except psycopg.errors.DeadlockDetected as exc:
+            raise StorageError(f"two writes on {self.label} waited for each other's locks (a nested write took"
+                               " a lock its transaction did not start with); this one was rolled back") from exc
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot take the write lock on {self.label}: {_reason(exc, self.url)}") from exc
+        local.key = held | key
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._pool.release()
+
+
+def lock_sql(conn: Any, key: WriteKey, held: WriteKey | None) -> str:
+    """The statements that take ``key``'s transaction-level advisory locks (those ``held`` lacks):
+    the store's lock, exclusive for a store-wide write and shared otherwise, then one exclusive
+    lock per name, in sorted order (so writers that take their locks at ``BEGIN`` never wait for
+    each other in a circle). A name's lock is keyed by the schema and the name."""
+    from psycopg import sql
+
+    if key.store:
+        return f"SELECT pg_advisory_xact_lock({_STORE_LOCK})"
+    steps = [f"SELECT pg_advisory_xact_lock_shared({_STORE_LOCK})"] if held is None else []
+    for name in sorted(key.names - (held.names if held is not None else frozenset())):
+        literal = sql.Literal(name).as_string(conn)
+        steps.append(f"SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || {literal}, {WRITE_LOCK}))")
+    return "; ".join(steps)
 
 
 def _quietly(conn: Any, sql: str) -> None:

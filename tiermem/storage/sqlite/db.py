@@ -29,6 +29,7 @@ from typing import Any
 from tiermem.concurrency import FairLock
 from tiermem.errors import InvalidInput, StorageError, UnsafePath
 from tiermem.redact import REDACT, Redactor
+from tiermem.storage.sql import STORE, WriteKey
 from tiermem.storage.sqlite import BACKEND, held_files, integrity
 from tiermem.storage.sqlite.connections import ConnectionPool
 from tiermem.storage.sqlite.migrations import MIGRATIONS, migrate
@@ -131,9 +132,10 @@ class Database:
             raise StorageError(f"{what} failed: {exc}") from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, key: WriteKey = STORE) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); re-entrant per thread. Threads
-        of this process queue for it first, in arrival order (other processes: SQLite's busy wait)."""
+        of this process queue for it first, in arrival order (other processes: SQLite's busy wait).
+        Every write is store-wide here (SQLite has one writer per file): ``key`` is not used."""
         if self.read_only or self.conn.in_transaction:
             with self._transaction() as conn:
                 yield conn

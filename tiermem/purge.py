@@ -64,6 +64,7 @@ from tiermem.plural import counted
 from tiermem.search.index_files import drop_user_files
 from tiermem.storage.matcher import Matcher
 from tiermem.storage.purge import ErasedFact, OutboxChange, PurgeRepository, sha256_hex
+from tiermem.storage.sql import STORE
 from tiermem.tiers.daily import LOCK_FILE as JOURNAL_LOCK
 from tiermem.tiers.daily import LOCK_TIMEOUT_SECONDS, namespace_prefixes
 from tiermem.types import Scope
@@ -212,7 +213,7 @@ def _purge_text(mem: Memory, target: _Target, matcher: Matcher, dry_run: bool) -
             hashes, texts = repo.known_texts(target.user_id, matcher)
             changes = _file_changes(files, matcher)  # every file read (and checked) before any write
             at = utc_iso(mem.clock.now())
-            with files.writing():  # where the files are rows, they change in the rows' transaction
+            with files.writing(STORE):  # where the files are rows, they change in the rows' transaction
                 with mem.db.transaction():
                     erased, rows = _erase_rows(mem, repo, target, matcher, at)
                     _move_prefix_marks(repo, files.paths, matcher, changes)
@@ -369,7 +370,8 @@ def _locks(mem: Memory, files: MemoryFiles, journal: DailyJournal | None = None)
     wanted: list[tuple[str, Callable[[], AbstractContextManager[Any]]]] = [
         (DREAM_LOCK, named(DREAM_LOCK, DREAM_LOCK_TIMEOUT_SECONDS)),
         (CORE_LOCK, named(CORE_LOCK, LOCK_TIMEOUT_SECONDS)),
-        (journal_rel, journal.exclusive if journal is not None else named(journal_rel, LOCK_TIMEOUT_SECONDS))]
+        (journal_rel, (lambda: journal.exclusive(STORE)) if journal is not None
+         else named(journal_rel, LOCK_TIMEOUT_SECONDS))]
     with ExitStack() as stack:
         for rel, make in wanted:
             if files.durable_files and not (paths.root / rel).parent.is_dir():
@@ -438,7 +440,7 @@ def _purge_user(mem: Memory, target: _Target, dry_run: bool) -> PurgeReport:
         with _locks(mem, files):
             hashes, texts = repo.known_texts(user, None)
             rows = repo.user_rows(user, prefixes)  # every one is deleted (the files' rows, where the files are rows)
-            with files.writing():
+            with files.writing(STORE):
                 for file in _user_files(files):
                     if file.local:
                         paths.inside(paths.root / file.rel).unlink(missing_ok=True)

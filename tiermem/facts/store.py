@@ -29,6 +29,7 @@ from tiermem.clock import Clock, utc_iso
 from tiermem.errors import FactNotFound, InvalidInput
 from tiermem.redact import redact, redact_id
 from tiermem.storage.facts import FactRepository
+from tiermem.storage.sql import scope_key
 from tiermem.types import SUMMARY_KEYS, AuditEntry, Fact, Scope
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class FactStore:
         scrubbed = [self._scrubbed(item) for item in items]
         norms = [validate.normalise(item.content) for item in scrubbed]
         unique = list(dict.fromkeys(norms))
-        with self.repo.atomic():
+        with self.repo.atomic(scope_key(self.scope)):
             tombstoned = self.repo.tombstoned_norms(self.scope, unique) if origin == "extraction" else set()
             batch = self._batch(origin, run_id, unique, tombstoned, len(scrubbed))
             results = [self._admit(item, norm, batch) for item, norm in zip(scrubbed, norms, strict=True)]
@@ -316,7 +317,7 @@ class FactStore:
         new_confidence = validate.confidence(confidence) if confidence is not None else None
         if new_content is None and new_category is None and new_confidence is None:
             return self.get(fact_id)  # nothing given: nothing changes, not even updatedAt
-        with self.repo.atomic():
+        with self.repo.atomic(scope_key(self.scope)):
             old = self.get(fact_id)
             fact = replace(
                 old,
@@ -349,7 +350,7 @@ class FactStore:
         :class:`FactNotFound` names every unknown one and nothing is deleted. Returns the
         deleted facts (an id given twice counts once)."""
         ids = [validate.fact_id(i) for i in dict.fromkeys(fact_ids)]
-        with self.repo.atomic():
+        with self.repo.atomic(scope_key(self.scope)):
             found = [(i, self.repo.get(self.scope, i)) for i in ids]
             missing = [i for i, fact in found if fact is None]
             if missing:
@@ -400,7 +401,7 @@ class FactStore:
             if not isinstance(value, str) or value.strip():  # "" clears a summary
                 validate.text(value, f"summary {key}", validate.MAX_CONTENT_CHARS)
         at = utc_iso(self.clock.now())
-        with self.repo.atomic():
+        with self.repo.atomic(scope_key(self.scope)):
             for key, text in updates.items():
                 text = redact(text.strip()) if self.policy.redact_secrets else text.strip()  # before the cut
                 self.repo.set_summary(self.scope, key, text, at)

@@ -52,6 +52,7 @@ from tiermem import validate
 from tiermem.clock import parse_utc
 from tiermem.errors import InvalidInput
 from tiermem.integrations import store_values as sv
+from tiermem.storage.sql import ROWS
 from tiermem.storage.store_items import StoredItem, StoreItemRepository, stored_namespace
 
 try:
@@ -118,7 +119,7 @@ class TiermemStore(BaseStore):
         now = self.mem.clock.now()
         self._maybe_sweep(now)
         if any(isinstance(op, PutOp) for op, _ in checked):
-            with self.mem.db.transaction():
+            with self.mem.db.transaction(ROWS):  # each put is one row's upsert
                 return [self._run(op, place, now) for op, place in checked]
         return [self._run(op, place, now) for op, place in checked]
 

@@ -30,6 +30,7 @@ from tiermem.plans import plan as checks
 from tiermem.plans.plan import MAX_SESSION_IDS, OPEN_STATUSES, Plan, set_item
 from tiermem.plans.records import load, written
 from tiermem.storage.plans import PlanRepository
+from tiermem.storage.sql import scope_key
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class PlanStore:
         name = checks.title(title)
         markdown = checks.normalise_checklist(checklist)
         sessions = (validate.thread_id(session_id),) if session_id is not None else ()
-        with self.db.transaction():
+        with self.db.transaction(scope_key(self.scope)):
             now = self.clock.now()
             plan = Plan(self._new_id(), name, markdown, "active", now, now, sessions, self.scope.user_id,
                         self.scope.agent_name)
@@ -153,7 +154,7 @@ class PlanStore:
             return self.continuation(session_id)
         if session_id is not None:
             validate.thread_id(session_id)
-        with self.db.transaction():
+        with self.db.transaction(scope_key(self.scope)):
             plan = self._move(plan_id, "active")
             return self.attach_session(plan.id, session_id) if session_id is not None else plan
 
@@ -161,7 +162,7 @@ class PlanStore:
         """``(active plan, continuation prompt)`` or ``None`` when no plan is active."""
         if session_id is not None:
             validate.thread_id(session_id)
-            with self.db.transaction():
+            with self.db.transaction(scope_key(self.scope)):
                 plan = self.active()
                 if plan is not None:
                     plan = self.attach_session(plan.id, session_id)
@@ -184,7 +185,7 @@ class PlanStore:
     # --- plumbing --------------------------------------------------------------------------
     def _mutate(self, plan_id: str, change: Callable[[Plan], Plan]) -> Plan:
         """Read, change and write one plan inside one write transaction."""
-        with self.db.transaction():
+        with self.db.transaction(scope_key(self.scope)):
             old = self.get(plan_id)
             new = change(old)
             if new == old:

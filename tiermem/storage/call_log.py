@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiermem.calls.records import CallRecord, CallTotals
-from tiermem.storage.sql import Database, Row
+from tiermem.storage.sql import ROWS, Database, Row
 from tiermem.types import Scope
 
 _COLUMNS = ("id, at, purpose, provider, model, prompt_tokens, completion_tokens, tokens_counted, latency_ms,"
@@ -61,7 +61,7 @@ class CallLogRepository:
         """Insert ``calls`` (their ``id`` unused: the database gives one) in one transaction; their
         ids, in order."""
         ids: list[int] = []
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             for c in calls:
                 row = conn.execute(
                     "INSERT INTO call_log (at, user_id, agent_name, purpose, provider, model, prompt_tokens,"
@@ -74,12 +74,12 @@ class CallLogRepository:
         return ids
 
     def set_outcome(self, row_id: int, outcome: str, error: str | None) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.execute("UPDATE call_log SET outcome = ?, error = ? WHERE id = ?", (outcome, error, row_id))
 
     def prune(self, before: str) -> int:
         """Delete the rows (of every scope) written before ``before``; how many."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             return int(conn.execute("DELETE FROM call_log WHERE at < ?", (before,)).rowcount or 0)
 
     def list(self, where: CallFilter, limit: int) -> list[CallRecord]:

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from tiermem.storage.sql import user_key
+
 if TYPE_CHECKING:
     from tiermem.storage.sql import Connection, Database
 
@@ -85,7 +87,7 @@ class ChunkRepository:
     def replace_file(self, user_id: str, path: str, file_sha256: str, chunks: Sequence[Chunk]) -> list[int]:
         """Make ``chunks`` the whole index of ``path`` (atomic); returns the new row ids."""
         chunks = self._clean(chunks)
-        with self.db.transaction() as conn:
+        with self.db.transaction(user_key(user_id)) as conn:
             old = [int(r[0]) for r in conn.execute(
                 "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
             conn.execute("DELETE FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))
@@ -106,7 +108,7 @@ class ChunkRepository:
         so the append that creates a file is indexed from its block alone); ``None`` (nothing
         changed) otherwise."""
         chunks = self._clean(chunks)
-        with self.db.transaction() as conn:
+        with self.db.transaction(user_key(user_id)) as conn:
             row = conn.execute("SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?",
                                (user_id, path)).fetchone()
             if (str(row[0]) if row is not None else EMPTY_SHA256) != expected_sha256:
@@ -124,7 +126,7 @@ class ChunkRepository:
 
     def forget_file(self, user_id: str, path: str) -> None:
         """Drop a file that no longer exists from the index."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(user_key(user_id)) as conn:
             old = [int(r[0]) for r in conn.execute(
                 "SELECT id FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))]
             conn.execute("DELETE FROM chunks WHERE user_id = ? AND path = ?", (user_id, path))

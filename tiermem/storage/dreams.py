@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from tiermem.clock import parse_utc, utc_iso
-from tiermem.storage.sql import Database, Row
+from tiermem.storage.sql import ROWS, Database, Row, user_key
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class DreamRepository:
         """Keep ``content`` (redacted, R68: a hand edit's secret is not kept) as a version; returns its id."""
         content = self.db.redactor.text(content)
         digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
-        with self.db.transaction() as conn:
+        with self.db.transaction(user_key(user_id)) as conn:
             cur = conn.execute(
                 "INSERT INTO core_versions (user_id, created_at, cause, content, existed, sha256)"
                 " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
@@ -114,7 +114,7 @@ class DreamRepository:
         return DreamState(row[0], [d for d in str(row[1]).split(",") if d], parse_utc(row[2]))
 
     def set_state(self, user_id: str, daily_sha256: str, days: list[str], at: datetime) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.execute(
                 "INSERT INTO dream_state (user_id, daily_sha256, days, at) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (user_id) DO UPDATE SET daily_sha256 = excluded.daily_sha256,"

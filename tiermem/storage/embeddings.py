@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.storage.chunks import SHARED_AGENT
+from tiermem.storage.sql import ROWS
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class EmbeddingRepository:
         return str(rows[0][0]) if rows else None
 
     def set_index_model(self, model: str) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:  # one row's upsert
             conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value ="
                          " excluded.value", (MODEL_KEY, model))
 
@@ -145,7 +146,7 @@ class EmbeddingRepository:
         keyword contexts in one transaction. ``parts``: ``(hash, doc id)`` of the items' sentence
         vectors (a backend that searches vectors itself indexes them; SQLite finds them again
         from the items' text when it loads a scope)."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:  # ON CONFLICT DO NOTHING, updates by id
             self._write(conn, model, dim, vectors, links, contexts)
 
     def _write(self, conn: Any, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],

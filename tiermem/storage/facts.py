@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import parse_utc, utc_iso
+from tiermem.storage.sql import STORE, WriteKey
 from tiermem.types import AuditEntry, Fact, Scope
 from tiermem.validate import normalise
 
@@ -72,8 +73,8 @@ class FactRepository:
         self.db = db
 
     @contextmanager
-    def atomic(self) -> Iterator[None]:
-        with self.db.transaction():
+    def atomic(self, key: WriteKey = STORE) -> Iterator[None]:
+        with self.db.transaction(key):
             yield
 
     # --- facts -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tiermem.paths import UserPaths
-    from tiermem.storage.sql import Database
+    from tiermem.storage.sql import Database, WriteKey
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,13 @@ class MemoryFiles(Protocol):
         compares every byte."""
         ...
 
-    def writing(self) -> AbstractContextManager[None]:
+    def writing(self, key: WriteKey | None = None) -> AbstractContextManager[None]:
         """Group writes: inside it, this thread's writes and the database writes made through
         ``db.transaction()`` commit together where the files live in the database (PostgreSQL:
         one transaction, so a journal append and the record of it are one step); the mirror is
-        rewritten when the outermost block ends. On SQLite each write is done at once."""
+        rewritten when the outermost block ends. On SQLite each write is done at once. ``key``:
+        what the transaction locks (:meth:`Database.transaction`), the user's files by default
+        (:func:`~tiermem.storage.sql.user_key`); a store-wide caller passes ``STORE``."""
         ...
 
     def list(self, folder: str) -> list[str]:

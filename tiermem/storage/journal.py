@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tiermem.clock import utc_iso
-from tiermem.storage.sql import Database
+from tiermem.storage.sql import ROWS, Database
 
 _BATCH = 500  # bound the number of SQL variables per statement
 
@@ -76,7 +76,7 @@ class FlushHashRepository:
         transaction (its append is done and now recorded)."""
         namespace = self.db.redactor.ident(namespace)
         stamp = utc_iso(at)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.executemany(
                 "INSERT INTO flush_hashes (namespace, digest, at) VALUES (?, ?, ?)"
                 " ON CONFLICT (namespace, digest) DO NOTHING",
@@ -91,7 +91,7 @@ class FlushHashRepository:
         """Commit the intent to append ``blocks`` to ``day``'s file from byte ``offset``; returns its id."""
         data = json.dumps([[b.sha256, b.length, b.head, b.digests] for b in blocks])
         namespace = self.db.redactor.ident(namespace)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             cur = conn.execute(
                 'INSERT INTO journal_intents (user_id, namespace, day, "offset", blocks, at) VALUES (?, ?, ?, ?, ?, ?)'
                 " RETURNING id",
@@ -112,13 +112,13 @@ class FlushHashRepository:
 
     def cancel(self, intent: int) -> None:
         """Drop an intent whose append did not happen."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.execute("DELETE FROM journal_intents WHERE id = ?", (intent,))
 
     def forget_before(self, namespace_prefix: str, moment: datetime) -> int:
         """Drop hashes older than ``moment`` in namespaces starting with ``namespace_prefix``."""
         escaped = namespace_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             cur = conn.execute(
                 "DELETE FROM flush_hashes WHERE namespace LIKE ? ESCAPE '\\' AND at < ?",
                 (escaped + "%", utc_iso(moment)),
@@ -146,7 +146,7 @@ class ConsolidatedDayRepository:
     def mark(self, user_id: str, marks: Iterable[PrefixMark], at: datetime) -> None:
         """Record ``marks`` (a newer mark of a day replaces the older one)."""
         stamp = utc_iso(at)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.executemany(
                 'INSERT INTO consolidated_prefix (user_id, day, "offset", sha256, at) VALUES (?, ?, ?, ?, ?)'
                 ' ON CONFLICT (user_id, day) DO UPDATE SET "offset" = excluded."offset", sha256 = excluded.sha256,'
@@ -162,6 +162,6 @@ class ConsolidatedDayRepository:
 
     def forget(self, user_id: str, days: Iterable[str]) -> None:
         """Drop the marks of ``days`` (their files are gone)."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.executemany("DELETE FROM consolidated_prefix WHERE user_id = ? AND day = ?",
                              [(user_id, day) for day in days])

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import parse_utc, utc_iso
 from tiermem.errors import InvalidInput
+from tiermem.storage.sql import ROWS, WriteKey
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -213,7 +214,7 @@ class OutboxRepository:
         thread_id, items = self.db.redactor.ident(thread_id), self.db.redactor.data(list(messages))  # R68
         key = (thread_id, scope.user_id, scope.agent_name)
         at = utc_iso(now)
-        with self.db.transaction() as conn:  # the write lock: no other put, requeue or import meanwhile
+        with self.db.transaction(_thread_key(thread_id, scope)) as conn:  # no other put or requeue of it meanwhile
             row = conn.execute("SELECT id, first_position, messages FROM outbox WHERE thread_id = ? AND user_id = ?"
                                " AND agent_name = ? AND status = 'pending'", key).fetchone()
             if row is not None:
@@ -241,7 +242,7 @@ class OutboxRepository:
         crash (:meth:`recover`) leaves it to the queue; :meth:`done` deletes it."""
         thread_id, messages = self.db.redactor.ident(thread_id), self.db.redactor.data(messages)  # R68
         at, lease = utc_iso(now), utc_iso(now + timedelta(seconds=lease_seconds))
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:  # a claimed item: the one-pending-per-thread rule is not its
             row = conn.execute(
                 "INSERT INTO outbox (thread_id, user_id, agent_name, messages, status, enqueued_at, not_before,"
                 " claimed_by, claimed_at, lease_until) VALUES (?, ?, ?, ?, 'processing', ?, ?, ?, ?, ?) RETURNING *",
@@ -261,7 +262,7 @@ class OutboxRepository:
 
     def renew(self, item: OutboxItem, now: datetime, lease_seconds: float) -> bool:
         """Heartbeat: extend the lease of a claimed item; False if the claim was lost (taken over)."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             cur = conn.execute("UPDATE outbox SET lease_until = ? WHERE id = ? AND status = 'processing'"
                                " AND claimed_by = ?",
                                (utc_iso(now + timedelta(seconds=lease_seconds)), item.id, item.claimed_by))
@@ -284,7 +285,7 @@ class OutboxRepository:
         self._give_back(item, None)
 
     def _give_back(self, item: OutboxItem, not_before: datetime | None) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(_thread_key(item.thread_id, item.scope)) as conn:
             row = conn.execute("SELECT * FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
                                (item.id, item.claimed_by or "")).fetchone()
             if row is not None:
@@ -295,7 +296,7 @@ class OutboxRepository:
         item of its thread if there is one. Returns the new status ("lost" when the claim was
         taken over meanwhile and nothing was changed)."""
         error = self.db.redactor.text(error)  # a provider's message may quote the request
-        with self.db.transaction() as conn:
+        with self.db.transaction(_thread_key(item.thread_id, item.scope)) as conn:
             row = conn.execute("SELECT * FROM outbox WHERE id = ? AND COALESCE(claimed_by, '') = ?",
                                (item.id, item.claimed_by or "")).fetchone()
             if row is None:
@@ -305,7 +306,11 @@ class OutboxRepository:
     def recover(self, now: datetime, lease_seconds: float = DEFAULT_LEASE_SECONDS,
                 max_attempts: int | None = None) -> int:
         """Put reclaimable 'processing' items (lease run out, or claimer gone) back to pending,
-        each counting an attempt (dead at ``max_attempts``); returns how many."""
+        each counting an attempt (dead at ``max_attempts``); returns how many. (A look first, without
+        the store-wide lock: workers call this whenever they wait, mostly with nothing to take back.)"""
+        rows = self.db.conn.execute("SELECT * FROM outbox WHERE status = 'processing'").fetchall()
+        if all(_reclaim_reason(row, now, lease_seconds) is None for row in rows):
+            return 0
         with self.db.transaction() as conn:
             rows = conn.execute("SELECT * FROM outbox WHERE status = 'processing' ORDER BY id").fetchall()
             count = 0
@@ -367,12 +372,19 @@ class OutboxRepository:
 
     def mark_extracted(self, scope: Scope, thread_id: str, hashes: list[str], now: datetime) -> None:
         thread_id = self.db.redactor.ident(thread_id)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.executemany(
                 "INSERT INTO extracted_hashes (user_id, agent_name, thread_id, md5, at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [(scope.user_id, scope.agent_name, thread_id, h, utc_iso(now)) for h in hashes],
             )
+
+
+def _thread_key(thread_id: str, scope: Scope) -> WriteKey:
+    """The lock of one thread's items (``thread_id`` as stored): at most one of them is pending, and
+    a put or a requeue reads, then merges or inserts. (``recover`` and ``retry_dead`` requeue items
+    of any thread: they are store-wide.)"""
+    return WriteKey.named("outbox", scope.user_id, scope.agent_name, thread_id)
 
 
 def _reclaim_reason(row: Row, now: datetime, lease_seconds: float) -> str | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.storage.chunks import SHARED_AGENT
+from tiermem.storage.sql import ROWS
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -312,7 +313,7 @@ class SearchRepository:
         below = top - keep
         if below <= 0:
             return
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:  # the mark only grows (CASE)
             cur = conn.execute("DELETE FROM search_removed WHERE seq <= ?", (below,))
             if cur.rowcount:
                 conn.execute(

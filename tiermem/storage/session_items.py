@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from tiermem.clock import utc_iso
+from tiermem.storage.sql import ROWS, WriteKey
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class SessionItemRepository:
         at = utc_iso(now)
         key = self._key(scope, session_id)
         items = [self.db.redactor.json_text(item) for item in items]
-        with self.db.transaction() as conn:
+        with self.db.transaction(WriteKey.named("session", *key)) as conn:
             _touch(conn, key, at)
             answer = plan(SessionHistory(_items(conn, key), _generation(conn, key)))
             conn.executemany("INSERT INTO session_items (user_id, agent_name, session_id, item, added_at)"
@@ -71,7 +72,7 @@ class SessionItemRepository:
     def history(self, scope: Scope, session_id: str) -> SessionHistory:
         """Every item of the session, oldest first, and its generation (0 for a new session)."""
         key = self._key(scope, session_id)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:  # one consistent read
             return SessionHistory(_items(conn, key), _generation(conn, key))
 
     def latest(self, scope: Scope, session_id: str, limit: int) -> list[str]:
@@ -83,7 +84,7 @@ class SessionItemRepository:
     def pop(self, scope: Scope, session_id: str) -> str | None:
         """Remove and return the most recent item (``None`` when the session has none)."""
         key = self._key(scope, session_id)
-        with self.db.transaction() as conn:
+        with self.db.transaction(WriteKey.named("session", *key)) as conn:
             row = conn.execute(f"DELETE FROM session_items WHERE id = (SELECT MAX(id) FROM session_items"
                                f" WHERE {_WHERE}) RETURNING item", key).fetchone()
         return None if row is None else str(row[0])
@@ -91,7 +92,7 @@ class SessionItemRepository:
     def clear(self, scope: Scope, session_id: str, now: datetime) -> int:
         """Delete the session's items and start its next generation; returns the items deleted."""
         key = self._key(scope, session_id)
-        with self.db.transaction() as conn:
+        with self.db.transaction(WriteKey.named("session", *key)) as conn:
             _touch(conn, key, utc_iso(now))
             deleted = conn.execute(f"DELETE FROM session_items WHERE {_WHERE}", key).rowcount
             conn.execute(f"UPDATE agent_sessions SET generation = generation + 1 WHERE {_WHERE}", key)

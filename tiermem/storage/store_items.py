@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tiermem.clock import utc_iso
+from tiermem.storage.sql import ROWS
 
 if TYPE_CHECKING:
     from tiermem.redact import Redactor
@@ -98,7 +99,7 @@ class StoreItemRepository:
         user_id, namespace, key = self._place(user_id, namespace, key)
         value, texts = self.db.redactor.json_text(value), self.db.redactor.json_text(texts)
         at = utc_iso(now)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.execute("DELETE FROM store_items WHERE user_id = ? AND namespace = ? AND key = ?"
                          " AND expires_at IS NOT NULL AND expires_at <= ?", (user_id, namespace, key, at))
             conn.execute(
@@ -110,7 +111,7 @@ class StoreItemRepository:
 
     def delete(self, user_id: str, namespace: str, key: str) -> None:
         user_id, namespace, key = self._place(user_id, namespace, key)
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.execute("DELETE FROM store_items WHERE user_id = ? AND namespace = ? AND key = ?",
                          (user_id, namespace, key))
 
@@ -141,14 +142,14 @@ class StoreItemRepository:
                 for item in items if item.ttl_minutes is not None]
         if not rows:
             return 0
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             conn.executemany("UPDATE store_items SET expires_at = ? WHERE user_id = ? AND namespace = ? AND key = ?"
                              " AND ttl_minutes IS NOT NULL", rows)
         return len(rows)
 
     def sweep(self, now: datetime) -> int:
         """Delete the expired items; how many."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(ROWS) as conn:
             cursor = conn.execute("DELETE FROM store_items WHERE expires_at IS NOT NULL AND expires_at <= ?",
                                   (utc_iso(now),))
             return int(cursor.rowcount)

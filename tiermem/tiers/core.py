@@ -39,6 +39,7 @@ from tiermem import validate
 from tiermem.clock import Clock, SystemClock
 from tiermem.errors import InvalidInput, StorageError, TiermemError
 from tiermem.paths import CORE_FILE, UserPaths, atomic_write, read_file
+from tiermem.storage.sql import user_key
 from tiermem.tiers.markdown import fold, parse_records
 
 if TYPE_CHECKING:
@@ -287,7 +288,7 @@ class CoreFile:
         with nullcontext() if held else self._locked(), ExitStack() as stack:
             if keep != "never" and self.versions is not None:
                 stack.enter_context(self.files.writing())  # the version and the text commit together
-                stack.enter_context(self.versions.db.transaction())
+                stack.enter_context(self.versions.db.transaction(user_key(self.user_id)))
             old = self.files.read(CORE_FILE) if keep != "never" or expect is not None else None
             before = self.clean(_decode(old))
             if expect is not None and before != expect:

@@ -50,6 +50,7 @@ from tiermem.errors import InvalidInput, StorageError, UnsafePath
 from tiermem.paths import DAILY_DIR, FILE_MODE, UserPaths, day_of, make_dirs
 from tiermem.storage.files import MemoryFiles
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository, PrefixMark
+from tiermem.storage.sql import WriteKey
 from tiermem.tiers.markdown import fold, normalise_text, render_record
 
 log = logging.getLogger(__name__)
@@ -299,13 +300,14 @@ class DailyJournal:
         return (at if at is not None else self.clock.now()).astimezone(self.tz)
 
     @contextmanager
-    def exclusive(self) -> Iterator[JournalWriter]:
+    def exclusive(self, key: WriteKey | None = None) -> Iterator[JournalWriter]:
         """Hold the journal's cross-process lock for a whole check-then-write: nobody else appends
         until the block ends, and ``writer.write`` inside it does not take the lock again. Where
         the files live in the database, the block's writes (files and records) are one transaction.
-        Index listeners hear about the writes when the block ends; retention runs after that."""
+        Index listeners hear about the writes when the block ends; retention runs after that.
+        ``key``: what the transaction locks (the user's files by default; a purge: ``STORE``)."""
         writer = JournalWriter(self)
-        with self._after_lock(), self.locked(), self.files.writing():
+        with self._after_lock(), self.locked(), self.files.writing(key):
             for settle in list(self.on_lock.values()):
                 settle()
             yield writer

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem import validate
 from tiermem.errors import InvalidInput
+from tiermem.storage.sql import STORE
 from tiermem.transfer import files
 from tiermem.transfer.outcome import ImportCounts, Restored
 from tiermem.transfer.rows import ADDED_SECTIONS, LEGACY_SECTIONS, SECTIONS
@@ -120,7 +121,7 @@ def import_data(db: Database, base: Path, data: Any, how: Restore, mirror: bool 
     with files.lock_users(db, base, users), ExitStack() as grouped:
         writes = files.plan_writes(db, base, entries, how.replace, mirror)
         for handle in {id(w.files): w.files for w in writes}.values():
-            grouped.enter_context(handle.writing())  # files kept as rows: written in the transaction
+            grouped.enter_context(handle.writing(STORE))  # files kept as rows: written in the transaction
         written = False
         try:
             with db.transaction():

@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any
 from tiermem.errors import StorageError, TiermemError
 from tiermem.paths import CORE_FILE, UserPaths, make_dirs, read_file
 from tiermem.storage.files import FileStat, MemoryFiles
+from tiermem.storage.sql import user_key
 
 if TYPE_CHECKING:
-    from tiermem.storage.sql import Database
+    from tiermem.storage.sql import Database, WriteKey
 
 log = logging.getLogger(__name__)
 _UNKNOWN = object()
@@ -185,14 +186,14 @@ class PgFiles:
             return int(cur.rowcount) > 0
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
+    def writing(self, key: WriteKey | None = None) -> Iterator[None]:
         state = self._local
         if getattr(state, "dirty", None) is not None:  # inside an outer block: it mirrors at its end
             yield
             return
         state.dirty, state.known = set(), {}
         try:
-            with self.db.transaction():
+            with self.db.transaction(user_key(self.user_id) if key is None else key):
                 yield
             dirty, known = sorted(state.dirty), state.known
         finally:
@@ -218,7 +219,7 @@ class PgFiles:
         (:class:`~tiermem.errors.UnsafePath`, nothing changed), as the SQLite files are."""
         if self.mirror:
             self._local_path(rel)
-        with self.writing(), self.db.transaction() as conn:
+        with self.writing(), self.db.transaction(user_key(self.user_id)) as conn:
             self._local.dirty.add(rel)
             yield conn
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from tiermem.storage.embeddings import EmbeddingRepository, ItemVector
 from tiermem.storage.search import DocFilter, filter_sql, scope_sql
-from tiermem.storage.sql import Database
+from tiermem.storage.sql import Database, WriteKey
 from tiermem.types import Scope
 
 #: Above this many vector rows in a scope (own and parts) the HNSW index answers. Measured with
@@ -154,7 +154,7 @@ class PgEmbeddings(EmbeddingRepository):
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
               parts: Sequence[tuple[str, int]] = ()) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(WriteKey.named("vectors", model)) as conn:  # the model's row, a user's graph
             self._write(conn, model, dim, vectors, links, contexts)
             if links or parts:
                 self._index(conn, model, dim, dict(vectors), links, parts)

@@ -22,7 +22,7 @@ from tiermem.paths import UserPaths, atomic_write, make_dirs, open_private, read
 from tiermem.storage.files import FileStat, MemoryFiles
 
 if TYPE_CHECKING:
-    from tiermem.storage.sql import Database
+    from tiermem.storage.sql import Database, WriteKey
 
 
 def open_files(db: Database, paths: UserPaths, *, mirror: bool = True) -> MemoryFiles:
@@ -153,7 +153,7 @@ class LocalFiles:
             hook()
         return []
 
-    def writing(self) -> AbstractContextManager[None]:
+    def writing(self, key: WriteKey | None = None) -> AbstractContextManager[None]:
         return nullcontext()
 
     def list(self, folder: str) -> list[str]:

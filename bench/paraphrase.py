@@ -364,7 +364,8 @@ def measure(root: Path, embedder: Any, args: argparse.Namespace, pairs: Sequence
     started = time.perf_counter()
     for store in (*STORES, BARE) if args.bare else STORES:
         with open_memory(root, store, embedder, args) as mem:
-            info = {"floor": mem.search_floor(), "model": mem.vector_status().model}
+            info = {"floor": mem.search_floor(), "model": mem.vector_status().model,
+                    "floors": {use: mem.search_floor(use) for use in ("explicit", "inject")}}
             outcomes += [search_one(mem, store, item, texts) for item in items]
     if hasattr(embedder, "save"):
         embedder.save()
@@ -420,6 +421,47 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }
 
 
+# --- the floors by use, from the tuning half (issue 24 item 3) ----------------------------------
+EXPLICIT_RECALL_COST = 0.02  # recall@5 the explicit floor may cost on the tuning half (recall first)
+INJECT_ANSWERED = 1 / 20  # off-topic queries the injection floor may answer on the tuning half
+FLOOR_STEP = 0.001
+
+
+def at_floor(outcomes: Sequence[Outcome], floor: float) -> dict[str, float]:
+    """recall@1/@5 of the pairs and the share of off-topic queries answered, had the floor been
+    ``floor`` (from the searches without floor: a true item in the top 5 stays there when the
+    floor keeps it, since the hits above it score higher)."""
+    pairs = [o for o in outcomes if not o.offtopic]
+    off = [o for o in outcomes if o.offtopic]
+
+    def kept(o: Outcome, k: int) -> bool:
+        return o.rank_all is not None and o.rank_all <= k and (o.true_score or 0.0) >= floor
+
+    return {"R@1": round(sum(kept(o, 1) for o in pairs) / len(pairs), 4),
+            "R@5": round(sum(kept(o, K) for o in pairs) / len(pairs), 4),
+            "offtopic_answered": round(sum(o.top_score >= floor for o in off) / len(off), 4)}
+
+
+def of_split(outcomes: Sequence[Outcome], split: str) -> list[Outcome]:
+    """The outcomes of ``split`` in the facts and journal stores (not the texts alone)."""
+    return [o for o in outcomes if o.split == split and o.store in STORES]
+
+
+def recommend(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The two floors from the tuning half of the facts and journal stores, and the figures both
+    halves give at them: explicit, the highest floor costing at most ``EXPLICIT_RECALL_COST`` of
+    recall@5 (recall first); inject, the lowest floor answering at most ``INJECT_ANSWERED`` of
+    the off-topic queries (precision first)."""
+    tune = of_split(outcomes, "tune")
+    steps = [round(n * FLOOR_STEP, 3) for n in range(int(1 / FLOOR_STEP) + 1)]
+    full = at_floor(tune, 0.0)["R@5"]
+    explicit = max(f for f in steps if at_floor(tune, f)["R@5"] >= full - EXPLICIT_RECALL_COST)
+    inject = next((f for f in steps if at_floor(tune, f)["offtopic_answered"] <= INJECT_ANSWERED), 1.0)
+    figures = {f"{name}/{split}": at_floor(of_split(outcomes, split), floor)
+               for name, floor in (("explicit", explicit), ("inject", inject)) for split in SPLITS}
+    return {"explicit": explicit, "inject": inject, "figures": figures}
+
+
 def report(outcomes: Sequence[Outcome], info: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for store in (*STORES, BARE):
@@ -435,7 +477,10 @@ def report(outcomes: Sequence[Outcome], info: dict[str, Any], manifest: dict[str
             results[f"{store}/{split}"] = figures
     return {"embedder": info["model"], "floor": info["floor"], "k": K, "store": manifest,
             "search_seconds": info["search_seconds"], "results": results,
-            "outcomes": [asdict(o) for o in outcomes]}
+            "floors_in_force": info["floors"],
+            "at_floors_in_force": {use: {split: at_floor(of_split(outcomes, split), floor) for split in SPLITS}
+                                   for use, floor in info["floors"].items()},
+            "recommended_floors": recommend(outcomes), "outcomes": [asdict(o) for o in outcomes]}
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -456,6 +501,14 @@ def print_report(result: dict[str, Any]) -> None:
         text = " | ".join(" ".join(f"{v:.3f}" for v in c.values()) if c else "-" for c in cells)
         print(f"{name:<16} {text}  (true item not in top 50: {r['true_item_missing_top50']};"
               f" cosine AUC {r['auc_cosine']})")
+    for use, floor in result["floors_in_force"].items():
+        cells = "; ".join(f"{split} R@1 {f['R@1']:.3f} R@5 {f['R@5']:.3f} off-topic answered "
+                          f"{f['offtopic_answered']:.3f}" for split, f in result["at_floors_in_force"][use].items())
+        print(f"{use} floor in force {floor:.3f} (facts and journal): {cells}")
+    rec = result["recommended_floors"]
+    print(f"recommended from the tuning half: explicit {rec['explicit']:.3f}, inject {rec['inject']:.3f}")
+    for name, f in rec["figures"].items():
+        print(f"  at {name}: R@1 {f['R@1']:.3f} R@5 {f['R@5']:.3f} off-topic answered {f['offtopic_answered']:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

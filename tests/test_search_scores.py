@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from tiermem import InvalidInput, Memory
-from tiermem.search.evidence import Blend, QueryTerms, Term, idf
+from tiermem.search.evidence import (
+    MODEL_CALIBRATIONS,
+    UNKNOWN_MODEL_CALIBRATION,
+    Blend,
+    Calibration,
+    QueryTerms,
+    Term,
+    default_calibration,
+    idf,
+)
 from tiermem.search.floor import UNKNOWN_MODEL_MIN_SCORE, default_min_score
 from tiermem.testing import FakeClock, HashEmbedder, ScriptedChatModel
 
@@ -61,12 +70,28 @@ def test_rare_terms_weigh_more_and_a_small_store_does_not_swing_the_weights() ->
     assert idf(4, 1) / idf(4, 2) == pytest.approx(idf(300, 1) / idf(300, 2), rel=0.01)
 
 
-def test_blend_is_the_weighted_mean_of_coverage_and_cosine() -> None:
-    assert Blend(1.0, 1.0).score(0.5, 0.3) == pytest.approx(0.4)
-    assert Blend(2.0, 1.0).score(1.0, 0.4) == pytest.approx(0.8)
-    assert Blend(1.0, 1.0).score(0.0, -0.4) == 0.0  # a negative cosine is no evidence, not negative evidence
-    assert Blend(0.0, 1.0).score(1.0, 0.25) == pytest.approx(0.25)
-    assert Blend(0.0, 0.0).score(1.0, 1.0) == 0.0
+def test_the_score_is_the_noisy_or_of_the_calibrated_evidence() -> None:
+    cal = Calibration(keyword_centre=0.3, keyword_slope=8.0, vector_centre=0.4, vector_slope=12.0)
+    k, v = cal.keyword(0.5), cal.vector(0.3)
+    assert Blend(1.0, 1.0, cal).score(0.5, 0.3) == pytest.approx(1 - (1 - k) * (1 - v))
+    assert cal.keyword(0.0) == cal.vector(0.0) == 0.0 and cal.keyword(1.0) == cal.vector(1.0) == 1.0
+    assert 0 < cal.vector(0.3) < cal.vector(0.4) < cal.vector(0.5) < 1  # a curve, rising
+    assert cal.vector(0.4) == pytest.approx(0.5, abs=0.01)  # through its centre at about one half
+    # meaning alone, or words alone, can score high; both together score higher than either
+    blend = Blend(1.0, 1.0, cal)
+    assert blend.score(0.0, 0.6) > 0.9 and blend.score(1.0, 0.0) == 1.0
+    assert blend.score(0.5, 0.45) > max(blend.score(0.5, 0.0), blend.score(0.0, 0.45))
+    # a weight is how far that evidence is trusted: over the larger weight
+    assert Blend(2.0, 1.0, cal).score(0.0, 0.6) == pytest.approx(0.5 * cal.vector(0.6))
+    assert Blend(1.0, 1.0, cal).score(0.0, -0.4) == 0.0  # a negative cosine is no evidence, not negative evidence
+    assert Blend(0.0, 1.0, cal).score(1.0, 0.25) == pytest.approx(cal.vector(0.25))
+    assert Blend(0.0, 0.0, cal).score(1.0, 1.0) == 0.0
+
+
+def test_each_model_has_its_calibration() -> None:
+    assert default_calibration("all-MiniLM-L6-v2-int8@53aa5117") == MODEL_CALIBRATIONS["all-MiniLM-L6-v2"]
+    assert default_calibration("hash-256") == MODEL_CALIBRATIONS["hash-"]
+    assert default_calibration("someone:else") == UNKNOWN_MODEL_CALIBRATION
 
 
 # --- scores on real stores --------------------------------------------------------------------

@@ -92,8 +92,8 @@ def test_supported_adds_a_question_before_and_another_speakers_reply_after() -> 
     around = {1: Neighbours(None, 2), 2: Neighbours(1, 3), 3: Neighbours(2, 4), 4: Neighbours(3, 5),
               5: Neighbours(4, None)}
     order = supported(evidence, evidence, rows, around, reply_weight=0.5, next_weight=0.25)
-    assert order[1] == pytest.approx(0.8 + 0.25 * 0.2)  # B's reply after it
-    assert order[2] == pytest.approx(0.2 + 0.5 * 0.8 + 0.25 * 0.4)  # answers a question; A replies
+    assert order[1] == pytest.approx(1 - 0.2 * (1 - 0.25 * 0.2))  # B's reply after it, as a noisy-OR
+    assert order[2] == pytest.approx(1 - 0.8 * (1 - (0.5 * 0.8 + 0.25 * 0.4)))  # answers a question; A replies
     assert order[4] == pytest.approx(0.1)  # "Nice." asks nothing; the record after is B's own
     assert order[5] == pytest.approx(0.3)
     assert evidence == {1: 0.8, 2: 0.2, 3: 0.4, 4: 0.1, 5: 0.3}  # the scores themselves stay

@@ -83,8 +83,8 @@ class Settings:
     search_keyword_budget: int = 5_000  # summed document frequency of the terms one query may use (BM25 cost)
     search_chunk_context: bool = True  # index a Markdown chunk with its neighbours (and a daily record's date)
     search_context_weight: float = 0.75  # that context's weight against the chunk's own text (BM25, score)
-    search_reply_support: float = 0.1  # order: a daily record after a question gains this x its score (thread.py)
-    search_next_support: float = 0.05  # order: ... and this x the score of another speaker's reply after it
+    search_reply_support: float = 0.5  # order: a daily record after a question gains this x its score (thread.py)
+    search_next_support: float = 0.2  # order: ... and this x the score of another speaker's reply after it
     search_sentence_vectors: bool = True  # also a vector per sentence of longer items (max-sim); LoCoMo +0.02 R@5
     search_max_part_vectors: int = 100_000  # per scope; above it sentence vectors are dropped (memory)
     search_derived_vectors: bool = True  # a Markdown chunk's vector combined from its sentences' (issue 16)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.search import fts
 from tiermem.search.engine import SearchEngine, clean_query
-from tiermem.search.evidence import Blend, QueryTerms, Term, idf
+from tiermem.search.evidence import QueryTerms, Term, idf
 from tiermem.search.indexer import text_hash
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ class ItemScorer:
         texts = [t for _, t in flat]
         held = self.index_terms(texts)
         terms = _terms(self.engine, text, texts, held, [i for i, _ in flat], len(items))
-        settings = self.engine.settings
-        blend = Blend(settings.search_keyword_weight, settings.search_vector_weight)  # as engine.score_texts
+        blend = self.engine.blend()  # as engine.score_texts
         cosines = (self.cosines(self.engine.indexer.embed_query(text), texts) if blend.vector_weight > 0
                    else [0.0] * len(texts))
         wanted = set(terms.keys)

@@ -47,7 +47,7 @@ from tiermem.clock import Clock, parse_utc
 from tiermem.config import Settings
 from tiermem.errors import InvalidInput
 from tiermem.search import fts
-from tiermem.search.evidence import Blend, QueryTerms
+from tiermem.search.evidence import Blend, QueryTerms, default_calibration
 from tiermem.search.filters import SearchFilters, build_filters
 from tiermem.search.floor import check_min_score, check_use, floor_in_force
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
@@ -258,7 +258,7 @@ class SearchEngine:
                   rows: dict[int, DocRow]) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
         """The evidence score of every candidate (:mod:`tiermem.search.evidence`), and what made
         it: ``{"keyword": coverage, "vector": cosine}`` (shown by ``tiermem ui``)."""
-        blend = self._blend()
+        blend = self.blend()
         coverage: dict[int, float] = {}
         if blend.keyword_weight > 0:
             coverage = self.keywords.coverage(terms, {doc_id: row.text for doc_id, row in rows.items()})
@@ -268,13 +268,15 @@ class SearchEngine:
         why = {doc_id: {"keyword": coverage.get(doc_id, 0.0), "vector": similarity.get(doc_id, 0.0)} for doc_id in rows}
         return blend.scores(coverage, similarity, list(rows)), why
 
-    def _blend(self) -> Blend:
-        return Blend(self.settings.search_keyword_weight, self.settings.search_vector_weight)
+    def blend(self) -> Blend:
+        """How evidence makes a score here: the weights and the embedder model's calibration."""
+        return Blend(self.settings.search_keyword_weight, self.settings.search_vector_weight,
+                     default_calibration(self.indexer.model))
 
     def score_texts(self, terms: QueryTerms, texts: Sequence[str], similarities: Sequence[float]) -> list[float]:
         """Scores of texts outside the index (provisional hits) on the hits' scale: each text counts
         as an item's own text, with its cosine to the query given."""
-        blend = self._blend()
+        blend = self.blend()
         coverage = self.keywords.text_coverage(terms, texts) if blend.keyword_weight > 0 else [0.0] * len(texts)
         return [blend.score(c, v if blend.vector_weight > 0 else 0.0)
                 for c, v in zip(coverage, similarities, strict=True)]

@@ -96,22 +96,86 @@ class QueryTerms:
         return min(1.0, (own + self.context_credit * context) / self.total)
 
 
+def _curve(value: float, centre: float, slope: float) -> float:
+    """A logistic curve through ``centre`` with ``slope``, shifted and stretched to run from 0 at
+    ``value`` 0 to 1 at ``value`` 1 (``value`` clamped to [0, 1])."""
+    value = min(1.0, max(0.0, value))
+
+    def logistic(x: float) -> float:
+        return 1.0 / (1.0 + math.exp(-slope * (x - centre)))
+
+    low, high = logistic(0.0), logistic(1.0)
+    return min(1.0, max(0.0, (logistic(value) - low) / (high - low))) if high > low else value
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How much each kind of evidence says about an item answering the query, for one embedder
+    model: keyword coverage and cosine each pass through a curve from [0, 1] to [0, 1] (a
+    logistic through ``*_centre`` with ``*_slope``, pinned to 0 at 0 and 1 at 1), and the two
+    are combined as a noisy-OR (see the module docstring). Measured per model
+    (:data:`tiermem.search.floor.MODEL_CALIBRATIONS`, ``bench/score_fit.py``)."""
+
+    keyword_centre: float = 0.5
+    keyword_slope: float = 10.0
+    vector_centre: float = 0.45
+    vector_slope: float = 10.0
+
+    def keyword(self, coverage: float) -> float:
+        return _curve(coverage, self.keyword_centre, self.keyword_slope)
+
+    def vector(self, similarity: float) -> float:
+        return _curve(similarity, self.vector_centre, self.vector_slope)
+
+    def score(self, coverage: float, similarity: float) -> float:
+        """The noisy-OR of the two calibrated pieces of evidence (weights 1 and 1)."""
+        return 1.0 - (1.0 - self.keyword(coverage)) * (1.0 - self.vector(similarity))
+
+
 @dataclass(frozen=True)
 class Blend:
-    """The weights that blend keyword coverage and vector similarity into one score."""
+    """How a candidate's two pieces of evidence make its score: the model's calibration and the
+    weights (``search_keyword_weight``, ``search_vector_weight``); each kind's calibrated
+    evidence counts in proportion to its weight over the larger weight (1 and 1: both in full)."""
 
     keyword_weight: float = 1.0
     vector_weight: float = 1.0
+    calibration: Calibration = Calibration()
 
     def score(self, coverage: float, similarity: float) -> float:
-        """``(wk * coverage + wv * max(similarity, 0)) / (wk + wv)``, clamped to [0, 1]."""
-        total = self.keyword_weight + self.vector_weight
-        if total <= 0:
+        """``1 - (1 - tk * K(coverage)) * (1 - tv * V(similarity))`` with ``t = weight / max
+        weight``, in [0, 1]."""
+        top = max(self.keyword_weight, self.vector_weight)
+        if top <= 0:
             return 0.0
-        value = (self.keyword_weight * coverage + self.vector_weight * max(similarity, 0.0)) / total
-        return min(1.0, max(0.0, value))
+        keyword = self.keyword_weight / top * self.calibration.keyword(coverage)
+        vector = self.vector_weight / top * self.calibration.vector(max(similarity, 0.0))
+        return min(1.0, max(0.0, 1.0 - (1.0 - keyword) * (1.0 - vector)))
 
     def scores(self, coverage: Mapping[int, float], similarity: Mapping[int, float],
                ids: Sequence[int]) -> dict[int, float]:
         """``doc id -> score`` for ``ids`` (missing evidence counts as 0)."""
         return {doc_id: self.score(coverage.get(doc_id, 0.0), similarity.get(doc_id, 0.0)) for doc_id in ids}
+
+
+#: Calibrations by embedder ``model_id`` prefix (longest prefix wins), fitted with
+#: ``bench/score_fit.py`` on the tuning halves of ``bench/paraphrase.py`` and LoCoMo dev (figures
+#: in bench/README.md, issue 24); a model not listed gets :data:`UNKNOWN_MODEL_CALIBRATION`.
+MODEL_CALIBRATIONS: dict[str, Calibration] = {
+    # all-MiniLM-L6-v2 (fp32 and int8): cosines of true paraphrases 0.13-0.66 (median 0.39),
+    # of unrelated texts mostly under 0.25
+    "all-MiniLM-L6-v2": Calibration(keyword_centre=0.25, keyword_slope=10.0, vector_centre=0.25, vector_slope=10.0),
+    # the word-hashing test embedder: its cosine counts shared words (stop words too), so an
+    # unrelated text reaches higher cosines; fitted on LoCoMo dev alone (R@10 0.721 -> 0.754 in
+    # bench/score_fit.py's order without thread support)
+    "hash-": Calibration(keyword_centre=0.25, keyword_slope=10.0, vector_centre=0.4, vector_slope=6.0),
+}
+#: A model nobody measured: MiniLM's curves (OpenAI's text-embedding-3 cosines sit on a similar
+#: scale: unrelated texts 0.1-0.25, paraphrases 0.4-0.7).
+UNKNOWN_MODEL_CALIBRATION = MODEL_CALIBRATIONS["all-MiniLM-L6-v2"]
+
+
+def default_calibration(model_id: str) -> Calibration:
+    """The calibration of ``model_id`` (longest matching prefix), else the unknown model's."""
+    best = max((prefix for prefix in MODEL_CALIBRATIONS if model_id.startswith(prefix)), key=len, default="")
+    return MODEL_CALIBRATIONS[best] if best else UNKNOWN_MODEL_CALIBRATION

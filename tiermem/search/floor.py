@@ -39,32 +39,30 @@ class Floors(NamedTuple):
     inject: float  # automatic injection: precision first, never below ``explicit``
 
 
-#: The floor of a model nobody measured: low enough never to hide a real hit (a hit goes only
-#: when its keyword coverage and its cosine average below 0.1, i.e. no shared terms and a cosine
-#: under 0.2; on LoCoMo with the local model this floor costs no recall at all), so it rejects
-#: little. Set ``search_min_score`` after measuring your model with ``bench/offtopic.py``.
-UNKNOWN_MODEL_MIN_SCORE = 0.10
+#: The floor of a model nobody measured (scored with MiniLM's calibration): low enough never to
+#: hide a real hit - a hit goes only when it shares no term with the query and its cosine is
+#: under 0.19 - so it rejects little. Set ``search_min_score`` and ``search_inject_min_score``
+#: after measuring your model with ``bench/paraphrase.py`` (its ``recommended_floors``).
+UNKNOWN_MODEL_MIN_SCORE = 0.30
 UNKNOWN_MODEL_FLOORS = Floors(explicit=UNKNOWN_MODEL_MIN_SCORE, inject=UNKNOWN_MODEL_MIN_SCORE)
 
 # ================================================================================================
 # THE DEFAULT FLOORS, by embedder ``model_id`` prefix (longest prefix wins): the one place to edit.
-# Both uses hold the single floor measured before R49a split it (PLACEHOLDERS until the paraphrase
-# benchmark of issue 24 measures each use): measured with ``bench/offtopic.py`` (figures in
-# bench/README.md) as the lowest multiple of 0.01 that rejects all 25 tuning queries of
-# ``bench/offtopic_queries.txt`` over the 5 LoCoMo dev conversations, unless that costs more than
-# 0.005 of LoCoMo R@10 - then the highest floor within that cost (recall first).
+# Measured with ``bench/paraphrase.py`` (its ``recommended_floors``, from the tuning half of the
+# facts and journal stores; figures in bench/README.md, issue 24):
+# - explicit: the highest floor (step 0.001) that costs at most 0.02 of recall@5 (recall first);
+# - inject: the lowest floor at which at most 1 in 20 off-topic queries gets an answer.
 # ================================================================================================
 MODEL_FLOORS: dict[str, Floors] = {
-    # the local all-MiniLM-L6-v2: off-topic 25/25 tuning and 24/25 held-out queries rejected;
-    # LoCoMo R@10 0.7929 with the floor, 0.7936 without
-    "all-MiniLM-L6-v2": Floors(explicit=0.22, inject=0.22),
-    # its int8 graph (the default for new stores, issue 16): the same floor measured again - off-topic
-    # 25/25 tuning and 24/25 held-out rejected at 0.22; LoCoMo R@10 0.8044 with the floor
-    "all-MiniLM-L6-v2-int8": Floors(explicit=0.22, inject=0.22),
-    # the word-hashing test embedder (measured at its default dim 256): its cosine counts shared
-    # words, stop words included, so it separates worse; rejecting all tuning queries (0.30)
-    # would cost 0.02 R@10, so recall decides: 22/25 tuning and 19/25 held-out rejected
-    "hash-": Floors(explicit=0.24, inject=0.24),
+    # all-MiniLM-L6-v2 (fp32 and int8): explicit - held-out R@5 0.56 (0.58 with no floor), but
+    # 57 of 60 off-topic queries answered; inject - 3/60 tuning and 4/60 held-out off-topic
+    # queries answered, and no paraphrase: MiniLM does not tell a paraphrase (true items'
+    # cosines: median 0.39) from an off-topic question's best hit (median 0.30-0.36)
+    "all-MiniLM-L6-v2": Floors(explicit=0.547, inject=0.984),
+    # the word-hashing test embedder: its cosine counts shared words, so the paraphrase benchmark
+    # tells it nothing (R@5 0.01); explicit - the highest floor costing at most 0.005 of LoCoMo
+    # dev R@10 (bench/score_fit.py); inject - 3/60 tuning off-topic queries answered
+    "hash-": Floors(explicit=0.58, inject=0.97),
     # OpenAI text-embedding-3-small/-large: not measured (no network where the defaults were
     # set), so the conservative default
     "openai:text-embedding-3-small": UNKNOWN_MODEL_FLOORS,

@@ -5,8 +5,11 @@ the next: "Caroline: What do you do to destress?" then "Melanie: Running, it cle
 A search for "How does Melanie destress?" scores the question well and the answer poorly, though
 the answer is what was asked for. So, for the order of the hits only:
 
-``order = score + reply_weight * score(record before, if it asks a question)
-+ next_weight * score(record after, if it is another speaker's reply)``
+``support = reply_weight * score(record before, if it asks a question)
++ next_weight * score(record after, if it is another speaker's reply)``, and
+``order = 1 - (1 - score) * (1 - support)``: the support is more evidence, combined with the
+record's own as the score's two pieces are (a noisy-OR, :mod:`tiermem.search.evidence`), so it
+moves a weak record more than a strong one
 
 where "before" and "after" are the daily records on the lines right before and after it in the
 same file (no blank line or heading between: the same session of the conversation), a record
@@ -131,7 +134,8 @@ def supported(order: Mapping[int, float], evidence: Mapping[int, float], rows: M
             bonus += reply_weight * evidence.get(near.before, 0.0)
         if near.after is not None and near.after in rows and replies(rows[doc_id].text, rows[near.after].text):
             bonus += next_weight * evidence.get(near.after, 0.0)
-        out[doc_id] += bonus
+        if bonus > 0:  # more evidence, combined as the score's own pieces are (a noisy-OR)
+            out[doc_id] = 1.0 - (1.0 - out[doc_id]) * (1.0 - min(bonus, 1.0))
     return out
 
 

@@ -126,3 +126,35 @@ def test_a_common_words_substrings_are_not_counted_gram_by_gram(root: Path, cloc
     gram_counts = [sql for sql in run if "COUNT(*)" in sql and ("search_grams" in sql or "grams @@" in sql)]
     assert len(hits) == 5  # by their vectors: both words are over the budget
     assert len(gram_counts) == 2, run
+
+
+def test_warm_gram_counts_are_planned_for_their_gram(root: Path, clock: FakeClock, backend: str) -> None:
+    """PostgreSQL plans a statement that psycopg has prepared (its sixth run on a connection) for
+    any parameters after five more runs: a gram count with the gram as a parameter then reads the
+    scope's rows one by one (a sequential scan, 100k rows at 100k items) instead of the gram's
+    entries in the gram index. So in a warm process no gram count runs with parameters: each
+    statement holds its gram and is planned for it."""
+    if backend != "postgres":
+        pytest.skip("PostgreSQL's plan cache")
+    words = ["zorbex", "quaffle", "vintrop", "malgory", "hestrin", "purvane", "doltisk", "ambrel",
+             "cravoun", "sintelm", "borquel", "taminex", "lurvid", "ostrenk", "fendral", "giblath"]
+    with open_memory(root, clock, "alice", search_keyword_budget=30) as alice:
+        alice.daily.append("Notes", [f"step {i} of the ledger migration" for i in range(60)], at=NOON)
+        for i in range(0, len(words) - 2, 2):  # new words each time: new grams, the same statement
+            alice.search(f"{words[i]} {words[i + 1]}", k=5, min_score=0)
+        with statements(alice, backend) as run:
+            alice.search(f"{words[-2]} {words[-1]} migration", k=5, min_score=0)
+    gram_counts = [sql for sql in run if "COUNT(*)" in sql and "grams @@" in sql]
+    assert len(gram_counts) >= 4, run  # the new words' grams, each counted
+    assert [sql for sql in gram_counts if "$1" in sql] == []
+
+
+def test_odd_characters_in_a_counted_term_or_scope_are_values(root: Path, clock: FakeClock) -> None:
+    with open_memory(root, clock, "alice") as alice:
+        alice.facts.add_many([NewFact("it's 100% done? yes"), NewFact("a back\\slash")])
+        index = open_search_index(alice.db)
+        odd = [DfTerm(t, (t,)) for t in ("it's", "100%", "done?", "back\\slash", "') OR TRUE --")]
+        counts = index.doc_freqs("grams", odd, Scope("alice", "default"), cap=5)
+        assert counts == index.doc_freqs("grams", odd, None, cap=5) and counts[-1] == 0
+        assert index.doc_freqs("grams", [DfTerm("don", ("don",))], Scope("alice", "default"), cap=5) == [1]
+        assert index.doc_freqs("grams", [DfTerm("don", ("don",))], Scope("al'?%\\", "default'?"), cap=5) == [0]

@@ -186,6 +186,25 @@ def _windows(text: str) -> list[str]:
     return [text[i:i + 3] for i in range(len(text) - 2)]
 
 
+
+def _literal(value: str) -> str:
+    """``value`` as an SQL string literal (quoted by psycopg)."""
+    from psycopg.sql import Literal
+
+    return Literal(value).as_string(None)
+
+
+def _inlined(sql: str, args: Sequence[str]) -> str:
+    """``sql`` (whose only ``?`` are placeholders) with ``args`` in place of them, as literals."""
+    parts = sql.split("?")
+    if len(parts) != len(args) + 1:
+        raise ValueError("one argument per placeholder")
+    out = parts[0]
+    for arg, part in zip(args, parts[1:], strict=True):
+        out += _literal(arg) + part
+    return out
+
+
 class TsSearch(SearchRepository):
     """Keyword search over the ``words`` and ``grams`` columns, plus the portable item lookups."""
 
@@ -268,21 +287,27 @@ class TsSearch(SearchRepository):
     def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
                   cap: int | None = None) -> list[int]:
         """Items of ``scope`` matching each term: a GIN lookup, then a visit of each matching row
-        (what a count costs), stopping past ``cap``. A word is matched by all of its keys."""
+        (what a count costs), stopping past ``cap``. A word is matched by all of its keys.
+
+        Each count is a statement of its own, with its values in its text (no parameters): psycopg
+        prepares a statement it has run five times on a connection, and PostgreSQL plans a prepared
+        statement for any parameters after five more runs; for a count of a term in a parameter,
+        that plan reads the scope's rows one by one (0.1-0.2 s at 100k items, for a term in 200 of
+        them) instead of the term's entries in the index."""
         if index not in _DF_COLUMNS:
             raise ValueError(f"unknown index {index!r}")
         column, weights = _DF_COLUMNS[index]
-        where, args = scope_sql(scope) if scope is not None else ("TRUE", [])
-        limit = " LIMIT ?" if cap is not None else ""
-        sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@ CAST(? AS tsquery)"
-               f" AND {where}{limit}) AS matching")
+        where = _inlined(*scope_sql(scope)) if scope is not None else "TRUE"
+        limit = f" LIMIT {int(cap) + 1}" if cap is not None else ""
         found: list[int] = []
         for term in terms:
             if not term.keys:
                 found.append(0)
                 continue
             query = " & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
-            found.append(int(self._rows(sql, [query, *args, *([cap + 1] if cap is not None else [])])[0][0]))
+            sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@ CAST({_literal(query)}"
+                   f" AS tsquery) AND {where}{limit}) AS matching")
+            found.append(int(self._rows(sql, [])[0][0]))
         return found
 
 

@@ -221,12 +221,15 @@ def test_a_rank_above_a_higher_score_is_marked_and_explained(runs: TwoRuns) -> N
 
 @pytest.mark.usefixtures("backend")
 def test_demo_view_marks_a_reply_lifted_above_a_higher_score(tmp_path: Path) -> None:
-    clock = FakeClock(datetime(2026, 3, 14, 21, 0, tzinfo=UTC))
-    with Memory(tmp_path, embedder=HashEmbedder(), clock=clock, timezone="UTC", search_reply_support=0.6,
+    clock = FakeClock(datetime(2026, 3, 13, 21, 0, tzinfo=UTC))
+    with Memory(tmp_path, embedder=HashEmbedder(), clock=clock, timezone="UTC", search_reply_support=0.8,
                 search_min_score=0.0) as mem:
+        # the day before, so no neighbour's words count for it: it scores above the reply (0.59 to
+        # 0.08), below the reply's support from the question (1 - 0.92 * (1 - 0.8 * 1.0) = 0.82)
+        mem.daily.append("Conversation", ["Caroline: The hospital cafeteria served soup."])
+        clock.advance(86400)
         mem.daily.append("Conversation", ["Caroline: What do you do to destress after a long shift at the hospital?",
                                           "Melanie: Running along the river, it clears my head."])
-        mem.daily.append("Conversation", ["Caroline: The hospital cafeteria served soup."])  # scores above the reply
         view = DemoView(mem, scripted=True)
         view.console = Console(file=io.StringIO(), width=200)
         view._ask(Question("destress after a long shift at the hospital", "Running"))

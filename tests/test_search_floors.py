@@ -30,7 +30,7 @@ from tiermem.types import Scope
 
 PERSON, PROJECT = "maya", "project-0123456789abcdef"
 NOTE = "Deploys of ledgerd go through the staging cluster first"
-NOTE_QUERY = "how do deploys of ledgerd work"
+NOTE_QUERY = "how do ledgerd releases work"  # shares one of its terms: a score with room on both sides
 GAP = 0.05  # the floors are set this far below and above the measured score
 
 
@@ -102,7 +102,7 @@ def test_the_prompt_hook_uses_the_injection_floor(root: Path, clock: FakeClock, 
 def test_a_fact_is_kept_for_its_relevance_only_over_the_injection_floor(root: Path, clock: FakeClock) -> None:
     """Over the budget, the facts a query search ranks stay first; below the injection floor a fact
     is not ranked, so confidence decides."""
-    query, relevant, other = "where is the billing API", "The billing API lives in services/ledgerd", "Prefers tea"
+    query, relevant, other = "which repository owns billing", "The billing API lives in services/ledgerd", "Prefers tea"
     with open_mem(root, clock) as mem:
         mem.facts.add(other, "preference", 0.95)
         mem.facts.add(relevant, "knowledge", 0.9)
@@ -129,8 +129,12 @@ def test_search_floor_reads_each_use(tmp_path: Path, clock: FakeClock) -> None:
 def test_a_raised_search_min_score_raises_the_injection_floor_too(tmp_path: Path, clock: FakeClock) -> None:
     """A store configured before the two floors (one ``search_min_score``) injects no more than it did."""
     default = default_floors(HashEmbedder().model_id).inject
-    with open_mem(tmp_path / "a", clock, search_min_score=0.9) as mem:
-        assert (mem.search_floor(), mem.search_floor("inject")) == (0.9, 0.9)
+    raised = 0.99
+    assert default < raised
+    with open_mem(tmp_path / "a", clock, search_min_score=raised) as mem:
+        assert (mem.search_floor(), mem.search_floor("inject")) == (raised, raised)
+    with open_mem(tmp_path / "d", clock, search_min_score=0.9) as mem:  # raised, but under the default: no lower
+        assert (mem.search_floor(), mem.search_floor("inject")) == (0.9, default)
     with open_mem(tmp_path / "b", clock, search_min_score=0.0) as mem:  # "show me everything" stays a search matter
         assert (mem.search_floor(), mem.search_floor("inject")) == (0.0, default)
     with open_mem(tmp_path / "c", clock, search_min_score=0.9, search_inject_min_score=0.1) as mem:
@@ -145,7 +149,10 @@ def test_search_floor_refuses_an_unknown_use(tmp_path: Path, clock: FakeClock, u
 
 def test_default_floors_by_model() -> None:
     assert isinstance(default_floors("hash-256"), Floors)
-    assert default_floors("all-MiniLM-L6-v2-int8@abc") == MODEL_FLOORS["all-MiniLM-L6-v2-int8"]
+    assert default_floors("all-MiniLM-L6-v2-int8@abc") == MODEL_FLOORS["all-MiniLM-L6-v2"]  # int8 and fp32 alike
+    assert default_floors("all-MiniLM-L6-v2@abc") == Floors(explicit=0.547, inject=0.984)  # docs/search.md's table
+    assert default_floors("hash-256") == default_floors("hash-64") == Floors(explicit=0.58, inject=0.97)
+    assert default_floors("openai:text-embedding-3-small") == Floors(explicit=0.30, inject=0.30)
     assert default_floors("some-other-model") == UNKNOWN_MODEL_FLOORS
     for model_floors in [*MODEL_FLOORS.values(), UNKNOWN_MODEL_FLOORS]:
         assert 0 <= model_floors.explicit <= model_floors.inject <= 1  # injection never less strict

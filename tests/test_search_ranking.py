@@ -39,7 +39,7 @@ def test_injection_with_a_query_puts_relevant_facts_first(mem: Memory) -> None:
     for content in FACTS:
         mem.facts.add(content, confidence=0.9)
     mem.facts.add("Totally unrelated but very certain", confidence=1.0)
-    text = mem.format_for_injection(query="tell me about the bees", max_tokens=25)  # room for one fact
+    text = mem.format_for_injection(query="What about the bees?", max_tokens=25)  # room for one fact
     facts = [line for line in text.splitlines() if line.startswith("- [")]
     assert facts == ["- [knowledge | 0.90] The user keeps bees and harvests honey every August"]
 

@@ -198,16 +198,10 @@ def mem_redacted(text: str) -> str:
     return redact(text)
 
 
-def floor_of(mem: Memory) -> float:
-    from tiermem.search.floor import default_min_score
-
-    return mem.settings.search_min_score or default_min_score(mem.embedder.model_id)
-
-
 def assert_search_answers(mem: Memory, day: Day) -> None:
     hits = mem.search(day.key_query, k=3)
     assert any(day.key_answer.lower() in hit.text.lower() for hit in hits), (day.key_query, hits)
-    floor = floor_of(mem)
+    floor = mem.search_floor()
     assert all(0.0 <= hit.score <= 1.0 and hit.score >= floor for hit in hits)
     assert mem.search(OFF_TOPIC, k=5) == []
 
@@ -305,7 +299,10 @@ def answers(mem: Memory) -> dict[str, Any]:
         "daily": [mem.daily.read(d) for d in days],
         "core": mem.core.items(),
         "facts": sorted((f.content, f.category, f.confidence) for f in mem.facts.list()),
-        "search": {d.key_query: [(h.ref, h.text, round(h.score, 6)) for h in mem.search(d.key_query, k=5)]
+        # hits of equal score in ref order: every item holding all of a query's terms scores 1.0,
+        # and such ties rank by storage id (older first), which an import assigns afresh
+        "search": {d.key_query: sorted(((h.ref, h.text, round(h.score, 6)) for h in mem.search(d.key_query, k=5)),
+                                       key=lambda hit: (-hit[2], hit[0], hit[1]))
                    for d in WEEK},
         "inject": mem.format_for_injection(query=WEEK[0].key_query),
         "context": mem.system_context().text,

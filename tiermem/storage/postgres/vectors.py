@@ -22,8 +22,8 @@ Only users whose rows can take the graph path are in the graph (issue 16, schema
 index is partial, ``WHERE model_key = n AND indexed``, and a row is ``indexed`` when its user has
 more than :data:`EXACT_MAX_ROWS` rows of the model. Maintaining the graph was most of the
 database's time when indexing (1,700 MiniLM rows: 3.71 s with the index, 0.22 s without), and a
-scope that small is scanned exactly anyway. The writer (behind the store's write lock, so no
-other writer races it) gives a new row its user's flag, and flips a user's rows to ``indexed``
+scope that small is scanned exactly anyway. The writer (holding a write key per user of its
+rows, so no writer of the same user races it) gives a new row its user's flag, and flips a user's rows to ``indexed``
 in the transaction whose rows take the user past the limit. The unit is the user, not the
 queried scope (the agent's rows and the shared ones): a scope never holds more rows than its
 user, so a scope over the limit always belongs to a user in the graph. A query walks the graph
@@ -38,7 +38,7 @@ from typing import Any
 
 from tiermem.storage.embeddings import EmbeddingRepository, ItemVector
 from tiermem.storage.search import DocFilter, filter_sql, scope_sql
-from tiermem.storage.sql import Database, WriteKey
+from tiermem.storage.sql import ROWS, Database, WriteKey
 from tiermem.types import Scope
 
 #: Above this many vector rows in a scope (own and parts) the HNSW index answers. Measured with
@@ -154,10 +154,24 @@ class PgEmbeddings(EmbeddingRepository):
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
               parts: Sequence[tuple[str, int]] = ()) -> None:
-        with self.db.transaction(WriteKey.named("vectors", model)) as conn:  # the model's row, a user's graph
+        with self.db.transaction(self._writing(model, [doc_id for _, doc_id in (*links, *parts)])) as conn:
             self._write(conn, model, dim, vectors, links, contexts)
             if links or parts:
                 self._index(conn, model, dim, dict(vectors), links, parts)
+
+    def _writing(self, model: str, doc_ids: Sequence[int]) -> WriteKey:
+        """The key of a write of vectors for ``doc_ids``: one name per user they belong to (a new
+        row's ``indexed`` flag and the flip of a user's rows into the graph are that user's
+        read-check-write), so writers of other users' vectors do not wait; the cache alone needs
+        no name (``ON CONFLICT``)."""
+        if not doc_ids:
+            return ROWS
+        users = self.db.rows("SELECT DISTINCT user_id FROM search_docs WHERE id = ANY(?)", (sorted(set(doc_ids)),),
+                             "the vectors' users")
+        key = ROWS
+        for (user_id,) in users:
+            key = key | WriteKey.named("vectors", model, str(user_id))
+        return key
 
     def _index(self, conn: Any, model: str, dim: int, blobs: dict[str, bytes], links: Sequence[tuple[str, int]],
                parts: Sequence[tuple[str, int]]) -> None:
@@ -200,8 +214,12 @@ class PgEmbeddings(EmbeddingRepository):
         row = conn.execute("SELECT key, dim FROM search_models WHERE model = ?", (model,)).fetchone()
         if row is not None:
             return int(row[0]), int(row[1])
-        key = int(conn.execute("INSERT INTO search_models (model, dim) VALUES (?, ?) RETURNING key",
-                               (model, dim)).fetchone()[0])
+        made = conn.execute("INSERT INTO search_models (model, dim) VALUES (?, ?) ON CONFLICT (model) DO NOTHING"
+                            " RETURNING key", (model, dim)).fetchone()
+        if made is None:  # another writer registered it first (it waited for its commit)
+            row = conn.execute("SELECT key, dim FROM search_models WHERE model = ?", (model,)).fetchone()
+            return int(row[0]), int(row[1])
+        key = int(made[0])
         if dim <= HNSW_MAX_DIM:
             conn.execute(hnsw_index_sql(key, dim))
         return key, dim

@@ -57,3 +57,21 @@ def test_by_default_new_items_are_embedded_right_after_the_write(root: Path, clo
     with Memory(root, embedder=embedder, clock=clock, timezone="UTC") as mem:
         write(mem)
         assert embedder.texts > 0 and unembedded(root) == 0
+
+
+def test_a_writer_embeds_its_own_scopes_items_not_another_scopes(root: Path, clock: FakeClock) -> None:
+    """A write embeds the new items of the scope it wrote; another scope's pending items (left by a
+    process that does not embed) stay for that scope's next search, so writers of different scopes
+    never queue behind each other's vector writes (issue 25)."""
+    with Memory(root, embedder=CountingEmbedder(), clock=clock, timezone="UTC", user_id="bob",
+                embed_on_write=False) as bob:
+        write(bob)
+        left = bob.vector_status().missing
+    assert left >= 2
+    with Memory(root, embedder=CountingEmbedder(), clock=clock, timezone="UTC", user_id="ada") as ada:
+        write(ada)
+        assert ada.vector_status().missing == 0  # its own items: embedded after the write
+    with Memory(root, embedder=CountingEmbedder(), clock=clock, timezone="UTC", user_id="bob") as bob:
+        assert bob.vector_status().missing == left  # ada's write did not embed bob's
+        assert bob.search("where does the billing API live", min_score=0.0)
+        assert bob.vector_status().missing == 0  # bob's search did

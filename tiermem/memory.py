@@ -245,7 +245,7 @@ class Memory:
 
     def _chunks_changed(self, event: str, chunk_ids: list[int]) -> None:
         if self.settings.embed_on_write:  # else the next search embeds them: no search engine is built here
-            self._search.on_chunk_change(event, chunk_ids)
+            self._search.on_chunk_change(event, chunk_ids, self.scope)
 
     def search_floor(self, use: str = "explicit") -> float:
         """The score floor in force for ``use``: ``"explicit"`` (what :meth:`search` drops below:

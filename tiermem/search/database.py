@@ -9,7 +9,7 @@ from the stored float32 vectors, exactly as :mod:`tiermem.search.loaded` does on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from tiermem.config import Settings
@@ -40,9 +40,9 @@ class DatabaseIndexer(Indexer):
         #: The version of each scope at which its items were all embedded (by whoever wrote them or here).
         self._embedded: dict[Scope, ScopeVersion] = {}
 
-    def refresh(self) -> None:
-        """After a write: embed new items (waits its turn behind other writers)."""
-        self.embed_pending()
+    def refresh(self, scopes: Collection[Scope] | None = None) -> None:
+        """After a write: embed the written scopes' new items (waits its turn behind other writers)."""
+        self.embed_written(scopes)
         self._prune_removed_log()
 
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,

@@ -129,19 +129,20 @@ class SearchEngine:
 
     # --- write-side hooks ------------------------------------------------------------------
     def on_facts_change(self, events: Sequence[tuple[str, Fact]]) -> None:
-        """``FactStore.subscribe_batch`` listener: embed a batch's new texts now (one refresh
-        embeds everything pending), update loaded indexes."""
-        self._refresh()
+        """``FactStore.subscribe_batch`` listener: embed the batch's scopes' new texts now, update
+        loaded indexes."""
+        self._refresh({Scope(fact.user_id, fact.agent_name) for _, fact in events})
 
-    def on_chunk_change(self, event: str, chunk_ids: list[int]) -> None:
-        """``ChunkRepository.listeners`` entry: same for Markdown chunks."""
-        self._refresh()
+    def on_chunk_change(self, event: str, chunk_ids: list[int], scope: Scope | None = None) -> None:
+        """``ChunkRepository.listeners`` entry: same for Markdown chunks (of ``scope``'s user;
+        ``None``: embed every scope's pending items)."""
+        self._refresh(None if scope is None else {scope})
 
-    def _refresh(self) -> None:
+    def _refresh(self, scopes: set[Scope] | None) -> None:
         if not self.settings.embed_on_write:
             return  # left pending (no vector yet): the next search, in any process, embeds them first
         try:
-            self.indexer.refresh()
+            self.indexer.refresh(scopes)
         except Exception:  # the write is committed; the next search embeds what is missing
             log.warning("could not embed new items now; the next search retries", exc_info=True)
 

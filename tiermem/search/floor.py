@@ -41,8 +41,9 @@ class Floors(NamedTuple):
 
 #: The floor of a model nobody measured (scored with MiniLM's calibration): low enough never to
 #: hide a real hit - a hit goes only when its cosine is under about 0.19 and its shared terms
-#: are under a fifth of the query's weight - so it rejects little. Set ``search_min_score`` and ``search_inject_min_score``
-#: after measuring your model with ``bench/paraphrase.py`` (its ``recommended_floors``).
+#: are under a fifth of the query's weight - so it rejects little. Set ``search_min_score`` and
+#: ``search_inject_min_score`` after measuring your model with ``bench/paraphrase.py`` (its
+#: ``recommended_floors``).
 UNKNOWN_MODEL_MIN_SCORE = 0.30
 UNKNOWN_MODEL_FLOORS = Floors(explicit=UNKNOWN_MODEL_MIN_SCORE, inject=UNKNOWN_MODEL_MIN_SCORE)
 

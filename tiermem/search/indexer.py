@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -333,9 +333,19 @@ class Indexer:
             self.docs.prune_removed_log()
             self._pruned_at = removed
 
-    def refresh(self) -> None:
-        """After a write: embed new items (and bring loaded state up to date)."""
+    def refresh(self, scopes: Collection[Scope] | None = None) -> None:
+        """After a write: embed the new items of ``scopes`` (the written ones; ``None``: every
+        scope), and bring loaded state up to date."""
         raise NotImplementedError
+
+    def embed_written(self, scopes: Collection[Scope] | None) -> None:
+        """Embed what is pending in ``scopes`` (``None``: in every scope). A writer embeds only its
+        own scopes' items: another process's are its own to embed (or the next search of their
+        scope's), so writers of different scopes never queue for each other's vector writes."""
+        if scopes is None:
+            self.embed_pending()
+        for scope in sorted(scopes or (), key=lambda s: (s.user_id, s.agent_name)):
+            self.embed_pending(scope=scope)
 
     def catch_up(self, scope: Scope) -> None:
         """Bring what this process holds of ``scope`` up to date with the store (after its pending

@@ -19,7 +19,7 @@ itself only when nobody else is doing so, and reads each scope's index under tha
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -78,10 +78,10 @@ class LoadedIndexer(Indexer):
         if self._files is not None:
             self._files.drop_all()
 
-    def refresh(self) -> None:
-        """After a write: embed new items, then bring every loaded scope up to date (waits its
-        turn behind other writers; searches do not wait for it)."""
-        self.embed_pending()
+    def refresh(self, scopes: Collection[Scope] | None = None) -> None:
+        """After a write: embed the written scopes' new items, then bring every loaded scope up to
+        date (waits its turn behind other writers; searches do not wait for it)."""
+        self.embed_written(scopes)
         with self._sync_lock:
             for scope in list(self._loaded):
                 self._sync_locked(scope)

@@ -112,9 +112,9 @@ def test_the_append_that_creates_a_file_is_indexed_from_its_block(mem: Memory) -
     repo = ChunkRepository(mem.db)
     rel = "memory/2026-03-14.md"
     block = [Chunk("daily", rel, 3, 3, "first record", "2026-03-14")]
-    assert repo.append_chunks("default", rel, EMPTY_SHA256, "sha-after", block) is not None  # never indexed: empty
+    assert repo.append_chunks("default", rel, EMPTY_SHA256, "sha-after", block) is True  # never indexed: empty
     assert repo.file_hash("default", rel) == "sha-after"
-    assert repo.append_chunks("default", rel, EMPTY_SHA256, "sha-2", block) is None  # the index holds more now
+    assert repo.append_chunks("default", rel, EMPTY_SHA256, "sha-2", block) is False  # the index holds more now
     assert [c.text for c in chunks(mem, rel)] == ["first record"]
 
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiermem.storage.sql import user_key
 
@@ -43,6 +43,8 @@ class Chunk:
 
 
 ChunkListener = Callable[[str, list[int]], None]  # ("added" | "deleted", chunk row ids)
+Ids = list[int] | Callable[[], list[int]]  # chunk row ids, or how to read them (a deferred insert's)
+_FILE_HASH = "SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?"
 
 
 def content_hash(text: str) -> str:
@@ -50,20 +52,25 @@ def content_hash(text: str) -> str:
 
 
 def _insert(conn: Connection, user_id: str, path: str, chunks: Sequence[Chunk]) -> list[int]:
-    """Insert ``chunks`` of one file; returns their row ids in order. One statement per
+    """Insert ``chunks`` of one file; returns their row ids in order (:func:`_insert_later`)."""
+    return _insert_later(conn.execute, user_id, path, chunks)()
+
+
+def _insert_later(run: Callable[..., Any], user_id: str, path: str, chunks: Sequence[Chunk]) -> Callable[[], list[int]]:
+    """Insert ``chunks`` of one file; returns how to read their row ids in order. One statement per
     :data:`_BATCH` chunks (one round trip on PostgreSQL, however many records a block holds): the
     rows of one ``INSERT`` take increasing ids in the order of its ``VALUES``, so the sorted ids
-    are the chunks' in order."""
-    new: list[int] = []
+    are the chunks' in order. ``run``: ``conn.execute``, or ``db.defer`` (the ids are read when
+    the returned function is called)."""
+    results: list[Any] = []
     for start in range(0, len(chunks), _BATCH):
         part = chunks[start:start + _BATCH]
         values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
         args = [value for c in part for value in (user_id, SHARED_AGENT, c.tier, path, c.line_start, c.line_end,
                                                   c.text, c.day, content_hash(c.text))]
-        rows = conn.execute("INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
-                            f" content_hash) VALUES {values} RETURNING id", args).fetchall()
-        new += sorted(int(r[0]) for r in rows)
-    return new
+        results.append(run("INSERT INTO chunks (user_id, agent_name, tier, path, line_start, line_end, text, day,"
+                           f" content_hash) VALUES {values} RETURNING id", args))
+    return lambda: [i for result in results for i in sorted(int(r[0]) for r in result.fetchall())]
 
 
 class ChunkRepository:
@@ -75,10 +82,13 @@ class ChunkRepository:
         self._held = threading.local()
 
     def file_hash(self, user_id: str, path: str) -> str | None:
-        row = self.db.conn.execute(
-            "SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?", (user_id, path)
-        ).fetchone()
+        row = self.db.conn.execute(_FILE_HASH, (user_id, path)).fetchone()
         return str(row[0]) if row else None
+
+    def prefetch_hash(self, user_id: str, path: str) -> None:
+        """Inside a write transaction, send ahead the read of ``path``'s hash that :meth:`append_chunks`
+        makes (:meth:`Database.prefetch`)."""
+        self.db.prefetch(_FILE_HASH, (user_id, path))
 
     def indexed_paths(self, user_id: str) -> list[str]:
         rows = self.db.conn.execute("SELECT path FROM indexed_files WHERE user_id = ? ORDER BY path", (user_id,))
@@ -102,23 +112,23 @@ class ChunkRepository:
         return new
 
     def append_chunks(self, user_id: str, path: str, expected_sha256: str, file_sha256: str,
-                      chunks: Sequence[Chunk]) -> list[int] | None:
+                      chunks: Sequence[Chunk]) -> bool:
         """Add ``chunks`` of text appended to ``path`` if the index still holds the file as it was
         before the append (hash ``expected_sha256``; a file the index never held counts as empty,
-        so the append that creates a file is indexed from its block alone); ``None`` (nothing
-        changed) otherwise."""
+        so the append that creates a file is indexed from its block alone); ``False`` (nothing
+        changed) otherwise. The writes go with the transaction's next wait or its ``COMMIT``
+        (:meth:`Database.defer`); listeners held back (:meth:`held_notifications`) get the new ids then."""
         chunks = self._clean(chunks)
         with self.db.transaction(user_key(user_id)) as conn:
-            row = conn.execute("SELECT sha256 FROM indexed_files WHERE user_id = ? AND path = ?",
-                               (user_id, path)).fetchone()
+            row = conn.execute(_FILE_HASH, (user_id, path)).fetchone()
             if (str(row[0]) if row is not None else EMPTY_SHA256) != expected_sha256:
-                return None
-            new = _insert(conn, user_id, path, chunks)
-            conn.execute("INSERT INTO indexed_files (user_id, path, sha256) VALUES (?, ?, ?)"
-                         " ON CONFLICT (user_id, path) DO UPDATE SET sha256 = excluded.sha256",
-                         (user_id, path, file_sha256))
+                return False
+            new = _insert_later(self.db.defer, user_id, path, chunks)
+            self.db.defer("INSERT INTO indexed_files (user_id, path, sha256) VALUES (?, ?, ?)"
+                          " ON CONFLICT (user_id, path) DO UPDATE SET sha256 = excluded.sha256",
+                          (user_id, path, file_sha256))
         self._emit("added", new)
-        return new
+        return True
 
     def _clean(self, chunks: Sequence[Chunk]) -> list[Chunk]:
         """``chunks`` with their text redacted (line ranges unchanged: citations still hold)."""
@@ -134,10 +144,10 @@ class ChunkRepository:
         self._emit("deleted", old)
 
     @contextmanager
-    def held_notifications(self) -> Iterator[list[tuple[str, list[int]]]]:
+    def held_notifications(self) -> Iterator[list[tuple[str, Ids]]]:
         """Inside this block, listener calls of this thread's writes are collected in the yielded
         list instead of made; hand it to :meth:`notify` later (e.g. after releasing a file lock)."""
-        held: list[tuple[str, list[int]]] = []
+        held: list[tuple[str, Ids]] = []
         previous = getattr(self._held, "calls", None)
         self._held.calls = held
         try:
@@ -145,17 +155,18 @@ class ChunkRepository:
         finally:
             self._held.calls = previous
 
-    def notify(self, calls: Sequence[tuple[str, list[int]]]) -> None:
+    def notify(self, calls: Sequence[tuple[str, Ids]]) -> None:
         """Make listener calls collected by :meth:`held_notifications`."""
         for event, ids in calls:
             self._emit(event, ids)
 
-    def _emit(self, event: str, ids: list[int]) -> None:
-        if not ids:
-            return
-        held: list[tuple[str, list[int]]] | None = getattr(self._held, "calls", None)
-        if held is not None:
+    def _emit(self, event: str, ids: Ids) -> None:
+        held: list[tuple[str, Ids]] | None = getattr(self._held, "calls", None)
+        if held is not None:  # read when told: after the transaction, for ids of a deferred insert
             held.append((event, ids))
+            return
+        ids = ids() if callable(ids) else ids
+        if not ids:
             return
         for listener in list(self.listeners):
             listener(event, ids)

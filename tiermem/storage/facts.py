@@ -98,10 +98,10 @@ class FactRepository:
         if not redacted:
             rows = [self._clean(fact, norm) for fact, norm in rows]
         iso = _Stamps()
-        self.db.conn.executemany(
+        self.db.defer(
             f"INSERT INTO facts ({_FACT_COLUMNS}, norm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(f.id, f.user_id, f.agent_name, f.content, f.category, f.confidence, iso(f.created_at),
-              iso(f.updated_at), f.source, norm) for f, norm in rows],
+              iso(f.updated_at), f.source, norm) for f, norm in rows], many=True,
         )
 
     def taken_ids(self, ids: builtins.list[str]) -> set[str]:
@@ -239,7 +239,7 @@ class FactRepository:
         clean = self.db.redactor
         entry = replace(entry, content=clean.optional(entry.content), reason=clean.text(entry.reason),
                         source=clean.optional_ident(entry.source))
-        self.db.conn.execute(
+        self.db.defer(
             "INSERT INTO audit (user_id, agent_name, at, action, fact_id, content, reason, source, run_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (scope.user_id, scope.agent_name, utc_iso(entry.at), entry.action, entry.fact_id,
@@ -254,11 +254,11 @@ class FactRepository:
             entries = [replace(e, content=clean.optional(e.content), reason=clean.text(e.reason),
                                source=clean.optional_ident(e.source)) for e in entries]
         iso = _Stamps()
-        self.db.conn.executemany(
+        self.db.defer(
             "INSERT INTO audit (user_id, agent_name, at, action, fact_id, content, reason, source, run_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(scope.user_id, scope.agent_name, iso(e.at), e.action, e.fact_id, e.content, e.reason, e.source,
-              e.run_id) for e in entries],
+              e.run_id) for e in entries], many=True,
         )
 
     def history(self, scope: Scope, limit: int | None = None, fact_id: str | None = None) -> builtins.list[AuditEntry]:
@@ -311,9 +311,9 @@ class FactRepository:
         return hit
 
     def remove_tombstones(self, scope: Scope, norms: builtins.list[str]) -> None:
-        self.db.conn.executemany(
+        self.db.defer(
             "DELETE FROM tombstones WHERE user_id = ? AND agent_name = ? AND norm IN (?, ?)",
-            [(scope.user_id, scope.agent_name, norm, tombstone_key(norm)) for norm in norms],
+            [(scope.user_id, scope.agent_name, norm, tombstone_key(norm)) for norm in norms], many=True,
         )
 
     def remove_tombstone(self, scope: Scope, norm: str) -> None:

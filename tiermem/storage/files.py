@@ -68,6 +68,11 @@ class MemoryFiles(Protocol):
         """Length and change key, without reading the content; None when there is no such file."""
         ...
 
+    def prefetch(self, rel: str) -> None:
+        """``rel`` will be read soon inside this :meth:`writing` block: send the read ahead, so it
+        travels with the block's first read (PostgreSQL; nothing where the files are local)."""
+        ...
+
     def scan(self, folder: str) -> dict[str, FileStat]:
         """``rel -> stat`` of the files directly in ``folder`` ("" is the user's root; dot files
         such as lock files are left out)."""

@@ -65,22 +65,31 @@ class WriteKey:
     ``names``: what it locks (a scope, a user's files, one queue thread); writers with no name in
     common run at once. No name (:data:`ROWS`): the statements' own row locks and unique
     constraints keep the rules (``ON CONFLICT``, an update by id), so it waits only for a
-    store-wide writer. On SQLite every write transaction is store-wide (``BEGIN IMMEDIATE``)."""
+    store-wide writer. ``shares``: named locks of the store (:attr:`Backend.lock`, e.g. the
+    journal's) the transaction holds shared, so it waits while someone holds one of them and
+    keeps them from being taken until it ends. On SQLite every write transaction is store-wide
+    (``BEGIN IMMEDIATE``)."""
 
     names: frozenset[str] = frozenset()
     store: bool = False
+    shares: frozenset[str] = frozenset()
 
     @classmethod
     def named(cls, *parts: str) -> WriteKey:
         """The key of one thing, e.g. ``WriteKey.named("scope", user, agent)``."""
         return cls(frozenset({"\x1f".join(parts)}))
 
+    @classmethod
+    def sharing(cls, *locks: str) -> WriteKey:
+        """The key that holds the named locks ``locks`` shared (and nothing else)."""
+        return cls(shares=frozenset(locks))
+
     def covers(self, other: WriteKey) -> bool:
         """True when holding this key keeps out every writer ``other`` keeps out."""
-        return self.store or (not other.store and other.names <= self.names)
+        return (self.store or (not other.store and other.names <= self.names)) and other.shares <= self.shares
 
     def __or__(self, other: WriteKey) -> WriteKey:
-        return WriteKey(self.names | other.names, self.store or other.store)
+        return WriteKey(self.names | other.names, self.store or other.store, self.shares | other.shares)
 
 
 STORE = WriteKey(store=True)  # the default: correct for any write, and waits for every other one
@@ -143,6 +152,18 @@ class Database(Protocol):
     def conn(self) -> Any: ...
 
     def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[Any]: ...
+
+    def defer(self, sql: str, args: Any = (), /, *, many: bool = False) -> Any:
+        """Run a write (``many``: once per row of ``args``) whose result is read later, if at all:
+        PostgreSQL queues it inside a
+        transaction to go with the next statement that waits or with ``COMMIT`` (one round trip
+        for the lot; its error surfaces there); SQLite runs it at once."""
+        ...
+
+    def prefetch(self, sql: str, args: Sequence[Any] = (), /) -> None:
+        """Send a read the transaction will run soon, so reads queued together cost one round trip
+        on PostgreSQL (the later identical read takes the result); nothing on SQLite."""
+        ...
 
     def transaction(self, key: WriteKey = STORE) -> AbstractContextManager[Any]:
         """A write transaction, re-entrant per thread; ``key``: what it must keep others out of."""

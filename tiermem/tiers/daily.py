@@ -15,8 +15,9 @@ line indented two spaces)::
 The files are reached through :class:`~tiermem.storage.files.MemoryFiles`: on SQLite the files
 under the root themselves, on PostgreSQL rows in the shared database mirrored to the root (the
 mirror is never read back). Date and time come from the injected clock, in the configured time
-zone. Appends take the store's cross-process journal lock (a lock file on SQLite, an advisory
-lock on PostgreSQL: :attr:`~tiermem.storage.sql.Backend.lock`) and write the block in one piece
+zone. Appends take the store's cross-process journal lock (a lock file on SQLite; on PostgreSQL
+the write transaction holds the journal's named lock shared, with its lock of the user's files,
+both taken with ``BEGIN``: :attr:`~tiermem.storage.sql.WriteKey.shares`) and write the block in one piece
 (rolled back on failure), so threads and processes appending at once never interleave or lose
 lines; the search index is updated under the same lock, so it sees blocks in file order.
 :meth:`DailyJournal.exclusive` hands out that lock for a whole check-then-write (the conversation
@@ -50,7 +51,7 @@ from tiermem.errors import InvalidInput, StorageError, UnsafePath
 from tiermem.paths import DAILY_DIR, FILE_MODE, UserPaths, day_of, make_dirs
 from tiermem.storage.files import MemoryFiles
 from tiermem.storage.journal import ConsolidatedDayRepository, FlushHashRepository, PrefixMark
-from tiermem.storage.sql import WriteKey
+from tiermem.storage.sql import WriteKey, user_key
 from tiermem.tiers.markdown import fold, normalise_text, render_record
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,10 @@ class JournalListener(Protocol):
     def removed(self, rel: str) -> None: ...
 
     def notifications_after(self) -> AbstractContextManager[None]: ...
+
+    def prefetch(self, rel: str) -> None:
+        """``rel`` is about to be appended to: send ahead what :meth:`appended` will read."""
+        ...
 
 
 def conversation_namespace(user_id: str, agent_name: str, conversation_id: str) -> str:
@@ -279,7 +284,7 @@ class DailyJournal:
         """Append a ``## <kind> (HH:MM)`` block of records (see :func:`check_lines`; each may span
         several lines) to the file of ``at``'s day (now by default); returns the file's path."""
         block = self.block(kind, lines, at)
-        with self.exclusive() as writer:
+        with self.exclusive(days=[block.day]) as writer:
             return writer.write(block)
 
     def block(self, kind: str, lines: str | Sequence[str], at: datetime | None = None) -> PendingBlock:
@@ -300,19 +305,40 @@ class DailyJournal:
         return (at if at is not None else self.clock.now()).astimezone(self.tz)
 
     @contextmanager
-    def exclusive(self, key: WriteKey | None = None) -> Iterator[JournalWriter]:
+    def exclusive(self, key: WriteKey | None = None, *, days: Iterable[date] = ()) -> Iterator[JournalWriter]:
         """Hold the journal's cross-process lock for a whole check-then-write: nobody else appends
         until the block ends, and ``writer.write`` inside it does not take the lock again. Where
         the files live in the database, the block's writes (files and records) are one transaction.
         Index listeners hear about the writes when the block ends; retention runs after that.
-        ``key``: what the transaction locks (the user's files by default; a purge: ``STORE``)."""
+        ``key``: what the transaction locks (the user's files by default; a purge: ``STORE``).
+        ``days``: the days it will append to (their files and index entries are read ahead, with
+        the first read the block makes: one round trip on PostgreSQL)."""
         writer = JournalWriter(self)
-        with self._after_lock(), self.locked(), self.files.writing(key):
+        with self._after_lock(), self._guarded(key):
+            for rel in (day_rel(day) for day in days):
+                self.files.prefetch(rel)
+                if self.listener is not None:
+                    self.listener.prefetch(rel)
             for settle in list(self.on_lock.values()):
                 settle()
             yield writer
         if writer.created_file:
             self._retention_quietly()
+
+    @contextmanager
+    def _guarded(self, key: WriteKey | None) -> Iterator[None]:
+        """The journal's lock and the files' write block. Local files: the lock (file), then the
+        block. Files kept as rows: the block's transaction holds the journal's named lock shared
+        beside its lock of the user's files (taken with ``BEGIN``: no connection of its own), so
+        appenders, which all hold the user's lock, take turns, and whoever holds the named lock
+        itself (a purge) keeps them all out."""
+        if self.files.durable_files:
+            with self.locked(), self.files.writing(key):
+                yield
+            return
+        shared = WriteKey.sharing(self.paths.store_name(f"{DAILY_DIR}/{LOCK_FILE}"))
+        with self.files.writing((user_key(self.paths.user_id) if key is None else key) | shared):
+            yield
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -385,7 +411,7 @@ class DailyJournal:
             return []
         removed: list[date] = []
         try:
-            with self._after_lock(), self.locked(), self.files.writing():  # no append between check and removal
+            with self._after_lock(), self._guarded(None):  # no append between check and removal
                 for day, rel in candidates:
                     if self._covered(rel, marks[day]) and self._remove(rel):
                         removed.append(day)

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tiermem.paths import CORE_FILE, DAILY_DIR, UserPaths, day_of
-from tiermem.storage.chunks import Chunk, ChunkRepository
+from tiermem.storage.chunks import Chunk, ChunkRepository, Ids
 from tiermem.storage.files import MemoryFiles
 from tiermem.tiers.daily import AppendEvent
 from tiermem.tiers.markdown import Record, fold, parse_records
@@ -124,7 +124,7 @@ class FileIndexer:
     def notifications_after(self) -> Iterator[None]:
         """Index writes inside this block tell the chunk listeners (embedding) only when it ends,
         so a journal lock taken inside it is not held while they run."""
-        held: list[tuple[str, list[int]]] = []
+        held: list[tuple[str, Ids]] = []
         try:
             with self.repo.held_notifications() as held:
                 yield
@@ -136,8 +136,11 @@ class FileIndexer:
 
     def appended(self, event: AppendEvent) -> None:
         chunks = chunks_of(event.rel, event.block, event.first_line)
-        if self.repo.append_chunks(self.user_id, event.rel, event.old_sha256, event.new_sha256, chunks) is None:
+        if not self.repo.append_chunks(self.user_id, event.rel, event.old_sha256, event.new_sha256, chunks):
             self.index_rel(event.rel)
+
+    def prefetch(self, rel: str) -> None:
+        self.repo.prefetch_hash(self.user_id, rel)
 
     def rewritten(self, path: Path | str) -> None:
         self.index_rel(self._rel(path))

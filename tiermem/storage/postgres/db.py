@@ -18,6 +18,12 @@ repositories' SQL serves both backends (``?`` placeholders are rewritten to psyc
   each other's lock. A nested write whose key the transaction does not cover takes the locks it
   lacks there and then; taken out of order, two such transactions may wait for each other: the
   server fails one after ``deadlock_timeout``, a :class:`StorageError` saying so, rolled back.
+- Pipelined writes: inside a transaction, :meth:`PgDatabase.defer` queues a statement whose result
+  the caller does not need yet and :meth:`PgDatabase.prefetch` a read it will need (psycopg's pipeline
+  mode, entered at the first of them): they travel with the next statement that waits for the server,
+  or with ``COMMIT``, so a transaction of reads then writes costs ``BEGIN``, one round trip of reads and
+  one of writes and ``COMMIT``. A queued read is answered from its queued result only while no write
+  to a table it names was queued after it. A queued statement's error surfaces at the next wait.
 - A unique or check violation raises :attr:`PgDatabase.IntegrityError` and, inside a transaction,
   fails the whole transaction (SQLite would fail only the statement; no tiermem code goes on after
   one). Other failures become :class:`~tiermem.errors.StorageError` naming the URL without its
@@ -37,7 +43,10 @@ from tiermem.errors import StorageError
 from tiermem.redact import REDACT, Redactor
 from tiermem.storage.postgres import BACKEND
 from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
+from tiermem.storage.postgres.locks import named_lock_key
+from tiermem.storage.postgres.pipeline import Pipe, pipelined
 from tiermem.storage.postgres.pool import SharedPool
+from tiermem.storage.postgres.result import Result
 from tiermem.storage.sql import STORE, WriteKey
 
 WRITE_LOCK = 7_311_002  # (WRITE_LOCK, hashtext(current_schema())): the store's lock, shared by scoped writes
@@ -68,29 +77,6 @@ class PgRow(tuple):  # type: ignore[type-arg]
 
     def keys(self) -> list[str]:
         return list(self._index)
-
-
-class Result:
-    """A statement's rows, fetched at once (the connection went back to the pool)."""
-
-    def __init__(self, rows: list[Any], rowcount: int) -> None:
-        self._rows = rows
-        self._at = 0
-        self.rowcount = rowcount
-
-    def fetchone(self) -> Any:
-        if self._at >= len(self._rows):
-            return None
-        self._at += 1
-        return self._rows[self._at - 1]
-
-    def fetchall(self) -> list[Any]:
-        rest = self._rows[self._at:]
-        self._at = len(self._rows)
-        return rest
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.fetchall())
 
 
 class PgConnection:
@@ -163,12 +149,56 @@ class PgDatabase:
     def _in_transaction(self, conn: Any, sql: str, args: Any, many: bool) -> Result:
         import psycopg
 
+        pipe: Pipe | None = getattr(self._pool.local, "pipe", None)
+        if pipe is not None and pipelined(sql):  # one wait for it and what was queued before it
+            found = None if many else pipe.take(sql, args)
+            return (found or pipe.queue(sql, args, many=many)).load()  # fetched now, as outside a pipeline
+        if pipe is not None:
+            self._unpipe()
         try:
             return _run(conn, sql, args, many)
         except psycopg.errors.IntegrityError:
             raise
         except psycopg.Error as exc:
             raise StorageError(f"the statement failed on {self.label}: {_reason(exc, self.url)}") from exc
+
+    def defer(self, sql: str, args: Any = (), *, many: bool = False) -> Result:
+        """Run ``sql`` (``many``: once per row of ``args``), a write whose result the caller does not
+        read now: inside a transaction it is queued to go with the next statement that waits, or
+        with ``COMMIT`` (its error surfaces there); outside one it runs at once. The result is
+        fetched when read."""
+        text = to_pg(sql) if args or many else sql
+        if self._current() is None or not pipelined(text):
+            return self.conn.executemany(sql, args) if many else self.conn.execute(sql, args)
+        return self._pipe().queue(text, list(args) if many else args, many=many)
+
+    def prefetch(self, sql: str, args: Sequence[Any] = ()) -> None:
+        """Inside a transaction, send the read ``sql`` now so that it travels with other statements;
+        the same read run later in the transaction takes its result (if no write to a table it
+        names was queued in between). Outside a transaction: nothing."""
+        if self._current() is not None:
+            self._pipe().prefetch(to_pg(sql) if args else sql, args)
+
+    def _pipe(self) -> Pipe:
+        local = self._pool.local
+        if getattr(local, "pipe", None) is None:
+            local.pipe = Pipe(local.conn, self._failure)
+        pipe: Pipe = local.pipe
+        return pipe
+
+    def _unpipe(self) -> None:
+        """Wait for the queued statements and leave pipeline mode (the transaction stays open)."""
+        local = self._pool.local
+        pipe, local.pipe = getattr(local, "pipe", None), None
+        if pipe is not None:
+            pipe.close()
+
+    def _failure(self, exc: Exception) -> Exception:
+        import psycopg
+
+        if isinstance(exc, psycopg.errors.IntegrityError):
+            return exc
+        return StorageError(f"the statement failed on {self.label}: {_reason(exc, self.url)}")
 
     def rows(self, sql: str, args: Sequence[Any] = (), what: str = "query") -> list[Any]:
         """Run a read; failures become :class:`StorageError` naming ``what``."""
@@ -193,18 +223,26 @@ class PgDatabase:
         conn = self._begin(key)
         try:
             local = self._pool.local
-            local.conn, local.key = conn, key
+            local.conn, local.key, local.pipe = conn, key, None
             try:
                 yield self.conn
             except BaseException:
-                local.conn = local.key = None
+                failed = _end(local)
+                if failed is not None:
+                    failed.abandon()
                 _quietly(conn, "ROLLBACK")
                 raise
-            local.conn = local.key = None
+            pipe = _end(local)
             try:
                 conn.execute("COMMIT")
-            except psycopg.Error as exc:
+                if pipe is not None:
+                    pipe.close()  # COMMIT went with the queued writes
+            except (psycopg.errors.IntegrityError, psycopg.Error, StorageError) as exc:
+                if pipe is not None:
+                    pipe.abandon()
                 _quietly(conn, "ROLLBACK")
+                if isinstance(exc, psycopg.errors.IntegrityError):
+                    raise
                 raise StorageError(f"the write failed on {self.label} (rolled back): {_reason(exc, self.url)}") from exc
         finally:
             self._pool.putconn(conn)
@@ -238,6 +276,7 @@ class PgDatabase:
         held: WriteKey = local.key
         if held.covers(key):
             return
+        self._unpipe()  # the locks' statements are several in one text
         try:
             local.conn.execute(lock_sql(local.conn, key, held=held))
         except psycopg.errors.DeadlockDetected as exc:
@@ -257,16 +296,29 @@ def lock_sql(conn: Any, key: WriteKey, held: WriteKey | None) -> str:
     """The statements that take ``key``'s transaction-level advisory locks (those ``held`` lacks):
     the store's lock, exclusive for a store-wide write and shared otherwise, then one exclusive
     lock per name, in sorted order (so writers that take their locks at ``BEGIN`` never wait for
-    each other in a circle). A name's lock is keyed by the schema and the name."""
+    each other in a circle), then each named lock of ``key.shares`` shared. A name's lock is keyed
+    by the schema and the name; a shared named lock has the key of the session lock of that name
+    (:mod:`tiermem.storage.postgres.locks`), so the two exclude each other."""
     from psycopg import sql
 
     if key.store:
-        return f"SELECT pg_advisory_xact_lock({_STORE_LOCK})"
-    steps = [f"SELECT pg_advisory_xact_lock_shared({_STORE_LOCK})"] if held is None else []
-    for name in sorted(key.names - (held.names if held is not None else frozenset())):
-        literal = sql.Literal(name).as_string(conn)
-        steps.append(f"SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || {literal}, {WRITE_LOCK}))")
+        steps = [f"SELECT pg_advisory_xact_lock({_STORE_LOCK})"] if held is None or not held.store else []
+    else:
+        steps = [f"SELECT pg_advisory_xact_lock_shared({_STORE_LOCK})"] if held is None else []
+    if not key.store:
+        for name in sorted(key.names - (held.names if held is not None else frozenset())):
+            literal = sql.Literal(name).as_string(conn)
+            steps.append(f"SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || {literal}, {WRITE_LOCK}))")
+    for name in sorted(key.shares - (held.shares if held is not None else frozenset())):
+        steps.append(f"SELECT pg_advisory_xact_lock_shared({named_lock_key(sql.Literal(name).as_string(conn))})")
     return "; ".join(steps)
+
+
+def _end(local: Any) -> Any:
+    """Forget the thread's transaction (its connection is about to commit or roll back); its pipe."""
+    pipe = getattr(local, "pipe", None)
+    local.conn = local.key = local.pipe = None
+    return pipe
 
 
 def _quietly(conn: Any, sql: str) -> None:

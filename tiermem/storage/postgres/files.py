@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 from tiermem.errors import StorageError, TiermemError
 from tiermem.paths import CORE_FILE, UserPaths, make_dirs, read_file
 from tiermem.storage.files import FileStat, MemoryFiles
-from tiermem.storage.sql import user_key
+from tiermem.storage.sql import WriteKey, user_key
 
 if TYPE_CHECKING:
-    from tiermem.storage.sql import Database, WriteKey
+    from tiermem.storage.sql import Database
 
 log = logging.getLogger(__name__)
 _UNKNOWN = object()
@@ -123,6 +123,9 @@ class PgFiles:
         self._know(rel, data)
         return data
 
+    def prefetch(self, rel: str) -> None:
+        self.db.prefetch(_READ, (self.user_id, rel))
+
     def stat(self, rel: str) -> FileStat | None:
         rows = self.db.rows("SELECT size, revision FROM memory_files WHERE user_id = ? AND rel = ?",
                             (self.user_id, rel), what=f"reading {rel}")
@@ -143,11 +146,14 @@ class PgFiles:
     # --- writing -------------------------------------------------------------------------------
     def append(self, rel: str, data: bytes) -> int:
         with self._change(rel) as conn:
-            size = int(conn.execute(_GROW, (self.user_id, rel, len(data))).fetchone()[0])
-            start = size - len(data)
+            known = self._local.known.get(rel)  # read in this transaction, under the user's lock: its length holds
+            if known is not None:  # the size is known: no need to wait for it
+                start = len(known)
+                self.db.defer(_GROW, (self.user_id, rel, len(data)))
+            else:
+                start = int(conn.execute(_GROW, (self.user_id, rel, len(data))).fetchone()[0]) - len(data)
             if data:
-                conn.execute(_BLOCK, (self.user_id, rel, start, data))
-            known = self._local.known.get(rel)
+                self.db.defer(_BLOCK, (self.user_id, rel, start, data))
             self._know(rel, known + data if known is not None and len(known) == start else _UNKNOWN)
         return start
 
@@ -189,7 +195,9 @@ class PgFiles:
     def writing(self, key: WriteKey | None = None) -> Iterator[None]:
         state = self._local
         if getattr(state, "dirty", None) is not None:  # inside an outer block: it mirrors at its end
-            yield
+            with self.db.transaction(WriteKey.sharing(*key.shares)) if key is not None and key.shares \
+                    else contextlib.nullcontext():  # the named locks the outer block may lack
+                yield
             return
         state.dirty, state.known = set(), {}
         try:

@@ -36,9 +36,18 @@ if TYPE_CHECKING:
 
 MAX_IDLE = 4  # lock connections kept open between locks, per database URL
 CONNECT_SECONDS = 10.0
-_TRY = "SELECT pg_try_advisory_lock(hashtext(current_schema() || %s))"
-_WAIT = "SELECT pg_advisory_lock(hashtext(current_schema() || %s))"
-_UNLOCK = "SELECT pg_advisory_unlock(hashtext(current_schema() || %s))"
+
+
+def named_lock_key(name: str) -> str:
+    """The SQL of a named lock's advisory key; ``name``: the name as SQL (a literal or a placeholder).
+    A write transaction that holds the lock shared (:attr:`~tiermem.storage.sql.WriteKey.shares`)
+    uses the same key."""
+    return f"hashtext(current_schema() || {name})"
+
+
+_TRY = f"SELECT pg_try_advisory_lock({named_lock_key('%s')})"
+_WAIT = f"SELECT pg_advisory_lock({named_lock_key('%s')})"
+_UNLOCK = f"SELECT pg_advisory_unlock({named_lock_key('%s')})"
 
 
 class _PgStore(Protocol):

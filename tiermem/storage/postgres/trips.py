@@ -2,10 +2,11 @@
 
 :func:`count_round_trips` traces, with libpq's own protocol trace (``PQtrace``), every connection the
 store's pool lends while the block runs, and counts one round trip each time the client, having sent
-messages, reads the server's reply: a statement outside pipeline mode is one, so are ``BEGIN`` and
-``COMMIT``; a pipeline (``executemany`` runs one) is one per sync or flush it waits on. Every message
-on the wire is in the trace, so nothing is missed: psycopg's preparation of a statement it has run
-five times on a connection (a ``Parse`` of its own), and a pipeline that waits part way, count too.
+messages that ask for the server's answer (a ``Sync``, a ``Flush`` or a simple ``Query``), reads it:
+a statement outside pipeline mode is one, so are ``BEGIN`` and ``COMMIT``; a pipeline (``executemany``
+runs one) is one per sync or flush it waits on. Every message on the wire is in the trace, so nothing
+is missed: psycopg's preparation of a statement it has run five times on a connection (a ``Parse`` of
+its own), and a pipeline that waits part way, count too.
 
 Tracing opens a C stream per lent connection that libpq never closes (a few hundred bytes): fine for a
 test or a benchmark run, not for a long-lived process.
@@ -78,10 +79,17 @@ class _Tracer:
             self.trips.statements.extend(statements)
 
 
+# Client messages after which the client does not wait: in pipeline mode psycopg sends statements
+# and reads what has already arrived without blocking (a long result may start to arrive before
+# the statement after it is sent); it waits only after a Sync, a Flush or a simple Query.
+_NO_WAIT = frozenset({"Parse", "Bind", "Describe", "Execute", "Close"})
+
+
 def parse_trace(text: str, names: dict[str, str] | None = None) -> tuple[int, list[str]]:
     """Round trips and statement texts of a libpq trace (``F``/``B`` lines, timestamps suppressed):
-    a round trip is a run of client messages followed by the server's. ``names``: the text of each
-    prepared statement seen so far on the connection (filled in), so a statement run by name shows."""
+    a round trip is a run of client messages that ends in a wait (a ``Sync``, a ``Flush`` or a
+    ``Query``) followed by the server's. ``names``: the text of each prepared statement seen so far
+    on the connection (filled in), so a statement run by name shows."""
     names = {} if names is None else names
     count = 0
     sending = False
@@ -92,7 +100,7 @@ def parse_trace(text: str, names: dict[str, str] | None = None) -> tuple[int, li
             continue
         direction, kind, rest = parts[0], parts[2], "\t".join(parts[3:]).strip()
         if direction == "F":
-            sending = True
+            sending = sending or kind not in _NO_WAIT
             if kind == "Query":
                 statements.append(rest.strip('"'))
             elif kind == "Parse":  # "name" "text" nparams ...

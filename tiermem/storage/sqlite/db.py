@@ -131,6 +131,15 @@ class Database:
                 raise integrity.damaged(self.path, str(exc)) from exc
             raise StorageError(f"{what} failed: {exc}") from exc
 
+    def defer(self, sql: str, args: Any = (), *, many: bool = False) -> Done:
+        """A write whose result the caller reads later, if at all: run at once here (see the protocol),
+        its rows fetched at once (a statement left unfinished would keep ``COMMIT`` from running)."""
+        cur = self.conn.executemany(sql, args) if many else self.conn.execute(sql, args)
+        return Done(cur.fetchall(), cur.rowcount)
+
+    def prefetch(self, sql: str, args: Sequence[Any] = ()) -> None:
+        """Nothing to send ahead on SQLite: a read is a function call."""
+
     @contextmanager
     def transaction(self, key: WriteKey = STORE) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); re-entrant per thread. Threads
@@ -178,6 +187,21 @@ class Database:
         self._closed = True
         self._pool.drop(closed=True)
         self._release()  # once; also when the store is dropped without close()
+
+
+class Done:
+    """A statement's rows, fetched (:meth:`Database.defer`)."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
 
 
 def is_read_only(path: Path) -> bool:

@@ -156,6 +156,9 @@ class LocalFiles:
     def writing(self, key: WriteKey | None = None) -> AbstractContextManager[None]:
         return nullcontext()
 
+    def prefetch(self, rel: str) -> None:
+        """Nothing to send ahead: the file is read when asked for."""
+
     def list(self, folder: str) -> list[str]:
         return sorted(self.scan(folder))
 

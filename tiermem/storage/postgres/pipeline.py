@@ -1,0 +1,137 @@
+"""One PostgreSQL transaction's pipeline (psycopg's pipeline mode): statements queued without waiting.
+
+:meth:`~tiermem.storage.postgres.db.PgDatabase.defer` and
+:meth:`~tiermem.storage.postgres.db.PgDatabase.prefetch` queue here; a statement whose result is read
+(and ``COMMIT``) sends everything queued before it and waits once for all of it, so reads queued
+together cost one round trip, and writes queued before ``COMMIT`` go with it. A queued read is kept by
+its text and arguments for the statement that asks for it later, and dropped as soon as a write to a
+table it names is queued (a statement whose table is not plain to see drops them all).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, suppress
+from typing import Any
+
+from tiermem.storage.postgres.result import Result
+
+_PLAIN_READ = re.compile(r"^\s*SELECT\b", re.IGNORECASE)
+_WRITES = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)  # its table
+
+Failure = Callable[[Exception], Exception]  # a psycopg error -> what the caller raises
+
+
+class Pipe:
+    """The pipeline of one transaction's connection, from the first queued statement to ``COMMIT``
+    (or until a statement that cannot be pipelined, several statements in one text, closes it)."""
+
+    def __init__(self, conn: Any, failed: Failure) -> None:
+        self.conn = conn
+        self._failed = failed
+        self._stack = ExitStack()
+        self._pipeline = self._stack.enter_context(conn.pipeline())
+        self._waiting = False  # statements were queued since the last wait
+        self._queued: list[Result] = []  # results not read yet: read at close, while the connection is ours
+        self._ahead: dict[tuple[str, tuple[Any, ...]], Result] = {}
+
+    def queue(self, sql: str, args: Any, *, many: bool = False) -> Result:
+        """Send ``sql`` without waiting; its result is fetched when first read."""
+        import psycopg
+
+        self._forget(sql)
+        cur = self.conn.cursor()
+        try:
+            if many:
+                cur.executemany(sql, args)
+            else:
+                cur.execute(sql, args if args else None)
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        self._waiting = True
+        result = Result([], 0, lambda: self._fetch(cur, many))
+        self._queued.append(result)
+        return result
+
+    def prefetch(self, sql: str, args: Sequence[Any]) -> None:
+        """Queue the read ``sql`` for a later :meth:`take` of the same text and arguments."""
+        key = _key(sql, args)
+        if key is not None and key not in self._ahead:
+            self._ahead[key] = self.queue(sql, args)
+
+    def take(self, sql: str, args: Sequence[Any]) -> Result | None:
+        """The queued result of this read, if it is still true (nothing it reads was written since)."""
+        key = _key(sql, args)
+        return self._ahead.pop(key, None) if key is not None else None
+
+    def wait(self) -> None:
+        """Send what is queued and wait for all of it (one round trip)."""
+        import psycopg
+
+        if not self._waiting:
+            return
+        self._waiting = False
+        try:
+            self._pipeline.sync()
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+
+    def close(self) -> None:
+        """Wait for what is queued and leave pipeline mode (errors raised)."""
+        import psycopg
+
+        self._ahead.clear()
+        try:
+            self._stack.close()
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        self._waiting = False
+        for result in self._queued:  # their rows, for whoever reads them after COMMIT
+            result.load()
+        self._queued.clear()
+
+    def abandon(self) -> None:
+        """Leave pipeline mode after a failure (the transaction is being rolled back)."""
+        import psycopg
+
+        self._ahead.clear()
+        self._queued.clear()
+        self._waiting = False
+        with suppress(psycopg.Error):
+            self._stack.close()
+
+    def _fetch(self, cur: Any, many: bool) -> tuple[list[Any], int]:
+        import psycopg
+
+        if many or cur.pgresult is None:  # not answered yet (an earlier wait may have brought it)
+            self.wait()
+        try:
+            rows = cur.fetchall() if not many and cur.description is not None else []
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        return rows, int(cur.rowcount)
+
+    def _forget(self, sql: str) -> None:
+        if _PLAIN_READ.match(sql) or not self._ahead:
+            return
+        found = _WRITES.match(sql)
+        if found is None:
+            self._ahead.clear()
+            return
+        table = re.compile(rf"\b{re.escape(found.group(1))}\b", re.IGNORECASE)
+        self._ahead = {key: result for key, result in self._ahead.items() if not table.search(key[0])}
+
+
+def pipelined(sql: str) -> bool:
+    """Whether ``sql`` may go through a pipeline (one statement: pipeline mode sends each text as one)."""
+    return ";" not in sql.strip().rstrip(";")
+
+
+def _key(sql: str, args: Sequence[Any]) -> tuple[str, tuple[Any, ...]] | None:
+    key = (sql, tuple(args))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key

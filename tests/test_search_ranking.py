@@ -9,7 +9,7 @@ import pytest
 
 from tiermem import Memory, SearchHit
 from tiermem.search.engine import PendingQuery
-from tiermem.search.hybrid import RankedList, decay, fuse, mmr
+from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
 from tiermem.testing import FakeClock, HashEmbedder
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -124,3 +124,21 @@ def test_pending_sources_join_only_when_asked(mem: Memory) -> None:
     assert asked[0].query == "bees hive" and asked[0].scope == mem.scope
     assert asked[0].vector.shape == (256,)
     assert len(mem.search("bees hive", k=1, include_pending=True)) == 1
+
+
+def test_ranked_breaks_ties_by_the_tiebreak_then_by_id() -> None:
+    assert ranked({3: 1.0, 1: 1.0, 2: 0.5}, {3: 0.9, 1: 0.2}) == [(3, 1.0), (1, 1.0), (2, 0.5)]
+    assert ranked({3: 1.0, 1: 1.0}) == [(1, 1.0), (3, 1.0)]
+
+
+def test_items_holding_every_query_word_come_in_the_order_of_their_meaning(root: Path, clock: FakeClock) -> None:
+    """Both hold every query term, so both score 1.0 (issue 24's noisy-OR); the one whose meaning is
+    closer (higher cosine) comes first, whatever was stored first."""
+    with Memory(root, embedder=HashEmbedder(), clock=clock) as mem:
+        far = mem.facts.add("Bees swarm in spring; honey prices rose at the market in town last year")
+        near = mem.facts.add("Keeps bees for honey")
+        assert far is not None and near is not None
+        hits = mem.search("bees honey", k=2, min_score=0)
+        assert [h.score for h in hits] == [1.0, 1.0]
+        assert hits[0].extra["vector"] > hits[1].extra["vector"]
+        assert [h.ref for h in hits] == [near.id, far.id]

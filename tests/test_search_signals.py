@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from tiermem import Memory
-from tiermem.search.thread import Neighbours, supported
+from tiermem.search.thread import Neighbours, mark_lifted, supported
 from tiermem.storage.search import DocRow
 from tiermem.testing import FakeClock, HashEmbedder
+from tiermem.types import SearchHit
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -100,6 +101,16 @@ def test_supported_adds_a_question_before_and_another_speakers_reply_after() -> 
 
 
 # --- a hit the conversation lifted says so (issue 22, item 16) -------------------------------------
+def test_a_lift_is_marked_only_when_the_shown_scores_differ() -> None:
+    def hit(score: float, thread: float = 0.0) -> SearchHit:
+        return SearchHit("x", score, "daily", f"memory/2026-01-01.md#L{int(score * 1e6)}", extra={"thread": thread})
+
+    unseen = mark_lifted([hit(0.99980, thread=6e-5), hit(0.99982), hit(0.99977)])  # all show 1.000
+    assert [h.lifted_by_thread for h in unseen] == [False, False, False]
+    seen = mark_lifted([hit(0.81, thread=0.2), hit(0.86), hit(0.5)])
+    assert [h.lifted_by_thread for h in seen] == [True, False, False]
+
+
 def test_a_hit_lifted_above_higher_scores_is_marked(root: Path, clock: FakeClock) -> None:
     with _memory(root, clock, search_reply_support=0.5) as mem:
         hits = mem.search(QUERY, k=4, min_score=0)

@@ -216,11 +216,12 @@ class SearchEngine:
         if (s.search_fusion == "weighted" and (s.search_reply_support > 0 or s.search_next_support > 0)
                 and any(row.tier == "daily" for row in rows.values())):
             order = self._thread(scope, keyword.terms, vector, k, (rows, evidence, why), order)
+        cosines = {doc_id: made["vector"] for doc_id, made in why.items()}
         candidates = ranked({doc_id: value for doc_id, value in order.items()
-                             if doc_id in rows and evidence[doc_id] >= floor})
+                             if doc_id in rows and evidence[doc_id] >= floor}, cosines)
         if s.search_recency_half_life_days is not None:
             ages = {doc_id: self._age_days(rows[doc_id]) for doc_id, _ in candidates}
-            candidates = ranked(decay(dict(candidates), ages, s.search_recency_half_life_days))
+            candidates = ranked(decay(dict(candidates), ages, s.search_recency_half_life_days), cosines)
             for doc_id, age in ages.items():  # what recency did to the order (the score stays the evidence)
                 if age is not None:
                     why[doc_id]["recency"] = 0.5 ** (max(age, 0.0) / s.search_recency_half_life_days)

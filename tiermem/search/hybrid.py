@@ -74,9 +74,12 @@ def decay(scores: Mapping[int, float], ages_days: Mapping[int, float | None],
     return out
 
 
-def ranked(scores: Mapping[int, float]) -> list[tuple[int, float]]:
-    """Best first; ties by id (older first) so results are stable."""
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+def ranked(scores: Mapping[int, float], tiebreak: Mapping[int, float] | None = None) -> list[tuple[int, float]]:
+    """Best first; ties by ``tiebreak`` (higher first: the hits' cosines, so items that hold every
+    query word and score 1.0 come in the order of their meaning), then by id (older first) so
+    results are stable."""
+    second = tiebreak or {}
+    return sorted(scores.items(), key=lambda item: (-item[1], -second.get(item[0], 0.0), item[0]))
 
 
 def mmr(candidates: Sequence[tuple[int, float]], vectors: Mapping[int, npt.NDArray[np.float32]], k: int,

@@ -158,12 +158,13 @@ def support_of(order: Mapping[int, float], lifted: Mapping[int, float]) -> dict[
 
 def mark_lifted(hits: Sequence[SearchHit]) -> list[SearchHit]:
     """``hits`` (in their order), each that had thread support (``extra["thread"]``) and ranks
-    above a hit with a higher score marked ``lifted_by_thread``."""
+    above a hit with a higher score marked ``lifted_by_thread`` - higher as scores are shown, to
+    three decimals: a mark must be visible in the list it explains."""
     out = list(hits)
     best_below = float("-inf")
     for index in range(len(out) - 1, -1, -1):
         hit = out[index]
-        if hit.extra.get("thread", 0.0) > 0 and best_below > hit.score:
+        if hit.extra.get("thread", 0.0) > 0 and round(best_below, 3) > round(hit.score, 3):  # as shown
             out[index] = replace(hit, lifted_by_thread=True)
         best_below = max(best_below, hit.score)
     return out

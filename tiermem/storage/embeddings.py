@@ -151,13 +151,16 @@ class EmbeddingRepository:
 
     def _write(self, conn: Any, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
                links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]]) -> None:
-        conn.executemany(
+        # sent with the transaction's next read or its COMMIT (Database.defer): nothing here reads them back
+        self.db.defer(
             "INSERT INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (content_hash, model) DO NOTHING",
-            [(h, model, dim, blob) for h, blob in vectors])
-        conn.executemany("UPDATE search_docs SET embed_hash = ? WHERE id = ?", links)
-        conn.executemany("UPDATE search_docs SET context = ? WHERE id = ? AND context <> ?",  # never NULL
-                         [(text, doc_id, text) for text, doc_id in contexts])
+            [(h, model, dim, blob) for h, blob in vectors], many=True)
+        if links:
+            self.db.defer("UPDATE search_docs SET embed_hash = ? WHERE id = ?", list(links), many=True)
+        if contexts:
+            self.db.defer("UPDATE search_docs SET context = ? WHERE id = ? AND context <> ?",  # never NULL
+                          [(text, doc_id, text) for text, doc_id in contexts], many=True)
 
     def vectors_of(self, doc_ids: Sequence[int], model: str) -> dict[int, bytes]:
         """``doc id -> float32 blob`` for the items that have a vector for ``model``."""

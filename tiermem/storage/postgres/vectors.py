@@ -182,18 +182,18 @@ class PgEmbeddings(EmbeddingRepository):
             rows = conn.execute("SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash = ANY(?)",
                                 (model, missing)).fetchall()
             blobs.update((str(r[0]), bytes(r[1])) for r in rows)
-        if links:
-            conn.execute("DELETE FROM search_vectors WHERE model_key = ? AND own AND doc_id = ANY(?)",
-                         (key, sorted({doc_id for _, doc_id in links})))
+        if links:  # this and the insert go with the graph check below (Database.defer)
+            self.db.defer("DELETE FROM search_vectors WHERE model_key = ? AND own AND doc_id = ANY(?)",
+                          (key, sorted({doc_id for _, doc_id in links})))
         rows = [(key, h, own, halfvec(blobs[h]), key, doc_id)
                 for own, pairs in ((True, links), (False, parts)) for h, doc_id in pairs
                 if len(blobs.get(h, b"")) == 4 * dim]
-        conn.executemany(
-            "INSERT INTO search_vectors (doc_id, model_key, content_hash, own, user_id, agent_name, tier, category, at,"
-            " vector, indexed) SELECT d.id, ?, ?, ?, d.user_id, d.agent_name, d.tier, d.category, d.at, ?,"
-            " EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = ? AND g.user_id = d.user_id AND g.indexed)"
-            " FROM search_docs d WHERE d.id = ? ON CONFLICT DO NOTHING", rows)
         if rows:
+            self.db.defer(
+                "INSERT INTO search_vectors (doc_id, model_key, content_hash, own, user_id, agent_name, tier, category,"
+                " at, vector, indexed) SELECT d.id, ?, ?, ?, d.user_id, d.agent_name, d.tier, d.category, d.at, ?,"
+                " EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = ? AND g.user_id = d.user_id AND g.indexed)"
+                " FROM search_docs d WHERE d.id = ? ON CONFLICT DO NOTHING", rows, many=True)
             self._grow_graph(conn, key, sorted({doc_id for *_, doc_id in rows}))
 
     def _grow_graph(self, conn: Any, key: int, doc_ids: list[int]) -> None:

@@ -326,7 +326,7 @@ class Outcome:
     rank_all: int | None  # ... and without
     answered: bool  # something came back with the floor in force
     answered_by_set: bool  # ... and one of the set's texts among it (not only LoCoMo turns)
-    top_score: float  # the best hit's score without floor (0: no hit)
+    top_score: float  # the highest score among the hits without floor (0: no hit)
     top_cosine: float  # that hit's cosine
     true_score: float | None = None  # pairs: the true item's score, if in the top 50 without floor
     true_cosine: float | None = None
@@ -340,7 +340,7 @@ def _rank(hits: Sequence[Any], text: str) -> int | None:
 def search_one(mem: Any, store: str, item: Pair | OffTopic, texts: set[str]) -> Outcome:
     floored = mem.search(item.query, k=K)
     unfloored = mem.search(item.query, k=K, min_score=0)
-    top = unfloored[0] if unfloored else None
+    top = max(unfloored, key=lambda hit: hit.score) if unfloored else None  # the order may lift a lower score
     outcome = Outcome(item.id, item.kind, item.split, store, isinstance(item, OffTopic), None, None,
                       bool(floored), any(hit.text.strip() in texts for hit in floored),
                       top.score if top else 0.0, float(top.extra.get("vector", 0.0)) if top else 0.0)
@@ -422,9 +422,9 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 
 # --- the floors by use, from the tuning half (issue 24 item 3) ----------------------------------
-EXPLICIT_RECALL_COST = 0.02  # recall@5 the explicit floor may cost on the tuning half (recall first)
+EXPLICIT_RECALL_COST = 0.0  # recall@5 the explicit floor may cost on the tuning half (recall first)
 INJECT_ANSWERED = 1 / 20  # off-topic queries the injection floor may answer on the tuning half
-FLOOR_STEP = 0.001
+FLOOR_STEP = 0.01
 
 
 def at_floor(outcomes: Sequence[Outcome], floor: float) -> dict[str, float]:
@@ -448,12 +448,12 @@ def of_split(outcomes: Sequence[Outcome], split: str) -> list[Outcome]:
 
 
 def recommend(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    """The two floors from the tuning half of the facts and journal stores, and the figures both
-    halves give at them: explicit, the highest floor costing at most ``EXPLICIT_RECALL_COST`` of
-    recall@5 (recall first); inject, the lowest floor answering at most ``INJECT_ANSWERED`` of
-    the off-topic queries (precision first)."""
+    """The two floors (multiples of ``FLOOR_STEP``) from the tuning half of the facts and journal
+    stores, and the figures both halves give at them: explicit, the highest floor costing at most
+    ``EXPLICIT_RECALL_COST`` of recall@5 (recall first: none); inject, the lowest floor answering
+    at most ``INJECT_ANSWERED`` of the off-topic queries (precision first)."""
     tune = of_split(outcomes, "tune")
-    steps = [round(n * FLOOR_STEP, 3) for n in range(int(1 / FLOOR_STEP) + 1)]
+    steps = [round(n * FLOOR_STEP, 3) for n in range(round(1 / FLOOR_STEP) + 1)]
     full = at_floor(tune, 0.0)["R@5"]
     explicit = max(f for f in steps if at_floor(tune, f)["R@5"] >= full - EXPLICIT_RECALL_COST)
     inject = next((f for f in steps if at_floor(tune, f)["offtopic_answered"] <= INJECT_ANSWERED), 1.0)

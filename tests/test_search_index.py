@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.usefixtures("backend")
 
 NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
+NO_FLOOR = {"search_min_score": 0.0}
 
 
 class CountingEmbedder(HashEmbedder):
@@ -36,12 +37,14 @@ class CountingEmbedder(HashEmbedder):
 
 
 def vector_memory(root: Path, clock: FakeClock, embedder: HashEmbedder, **settings: object) -> Memory:
-    """Search by vectors only, so a hit proves the in-memory matrix holds the item."""
+    """Search by vectors only, so a hit proves the in-memory matrix holds the item. ``NO_FLOOR``: a
+    vector-only score of the hash embedder stays under its default floor (docs/search.md); tests
+    that check what is in the index and not what clears the floor search without one."""
     return Memory(root, embedder=embedder, clock=clock, timezone="UTC", search_keyword_weight=0.0, **settings)
 
 
 def test_add_update_delete_are_visible_to_the_next_search(root: Path, clock: FakeClock) -> None:
-    with vector_memory(root, clock, HashEmbedder()) as mem:
+    with vector_memory(root, clock, HashEmbedder(), **NO_FLOOR) as mem:
         mem.facts.add("placeholder fact about the weather")
         assert mem.search("weather")  # the index is loaded now
         fact = mem.facts.add("The user keeps bees in the garden")
@@ -75,7 +78,7 @@ def test_writes_of_another_process_are_picked_up(root: Path, clock: FakeClock) -
 
 def test_daily_records_and_core_bullets_are_indexed_on_write(root: Path, clock: FakeClock) -> None:
     embedder = CountingEmbedder()
-    with vector_memory(root, clock, embedder) as mem:
+    with vector_memory(root, clock, embedder, **NO_FLOOR) as mem:
         mem.daily.append("Notes", ["went sailing on the lake", "bought new oars"], at=NOON)
         mem.core.write("## Hobbies\n- Sailing on weekends\n")
         assert any("went sailing on the lake" in t for t in embedder.seen)  # embedded at write time
@@ -123,7 +126,7 @@ def test_items_written_behind_the_search_engine_are_embedded_on_search(root: Pat
     from tiermem.facts.store import FactPolicy, FactStore
     from tiermem.storage.facts import FactRepository
 
-    with vector_memory(root, clock, HashEmbedder()) as mem:
+    with vector_memory(root, clock, HashEmbedder(), **NO_FLOOR) as mem:
         alone = FactStore(FactRepository(mem.db), mem.scope, clock, FactPolicy())  # no listener
         fact = alone.add("written by a bare fact store about lighthouses")
         assert fact is not None
@@ -194,7 +197,7 @@ def test_embedder_failure_on_write_keeps_the_fact_and_retries_on_search(root: Pa
 def test_an_index_that_fell_behind_a_pruned_removal_log_reloads(root: Path, clock: FakeClock) -> None:
     from tiermem.storage.search import SearchRepository
 
-    with vector_memory(root, clock, HashEmbedder()) as reader:
+    with vector_memory(root, clock, HashEmbedder(), **NO_FLOOR) as reader:
         keep = reader.facts.add("fact about violins that stays")
         gone = reader.facts.add("fact about violins that goes")
         assert keep is not None and gone is not None

@@ -64,7 +64,7 @@ def test_resolution_of_local_names() -> None:
 
 
 def test_floor_knows_both_graphs() -> None:
-    assert default_min_score(INT8) == default_min_score(FP32) == 0.547
+    assert default_min_score(INT8) == default_min_score(FP32) == 0.54
 
 
 def test_new_store_gets_int8(tmp_path: Path) -> None:
@@ -73,7 +73,7 @@ def test_new_store_gets_int8(tmp_path: Path) -> None:
         assert mem.embedder.model_id == INT8
         status = mem.vector_status()
         assert (status.index_model, status.missing, status.models) == (INT8, 0, {INT8: len(FACTS)})
-        assert mem.search_floor() == 0.547
+        assert mem.search_floor() == 0.54
         _finds_by_vector(mem)
         stats = mem.stats()
     assert (stats["embedder"], stats["embedder_model"], stats["index_model"]) == ("local", INT8, INT8)

@@ -150,7 +150,7 @@ def test_search_floor_refuses_an_unknown_use(tmp_path: Path, clock: FakeClock, u
 def test_default_floors_by_model() -> None:
     assert isinstance(default_floors("hash-256"), Floors)
     assert default_floors("all-MiniLM-L6-v2-int8@abc") == MODEL_FLOORS["all-MiniLM-L6-v2"]  # int8 and fp32 alike
-    assert default_floors("all-MiniLM-L6-v2@abc") == Floors(explicit=0.547, inject=0.984)  # docs/search.md's table
+    assert default_floors("all-MiniLM-L6-v2@abc") == Floors(explicit=0.54, inject=0.99)  # docs/search.md's table
     assert default_floors("hash-256") == default_floors("hash-64") == Floors(explicit=0.58, inject=0.97)
     assert default_floors("openai:text-embedding-3-small") == Floors(explicit=0.30, inject=0.30)
     assert default_floors("some-other-model") == UNKNOWN_MODEL_FLOORS

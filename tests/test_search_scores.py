@@ -214,7 +214,7 @@ def test_the_setting_overrides_the_model_default(root: Path, clock: FakeClock) -
 
 
 def test_default_floors_by_model() -> None:
-    assert default_min_score("all-MiniLM-L6-v2@53aa5117") == default_min_score("all-MiniLM-L6-v2-int8@1") == 0.547
+    assert default_min_score("all-MiniLM-L6-v2@53aa5117") == default_min_score("all-MiniLM-L6-v2-int8@1") == 0.54
     assert default_min_score("hash-256") == default_min_score("hash-64") == 0.58
     assert default_min_score("openai:text-embedding-3-small") == UNKNOWN_MODEL_MIN_SCORE
     assert default_min_score("openai:text-embedding-3-large@256d") == UNKNOWN_MODEL_MIN_SCORE

@@ -100,7 +100,7 @@ with Memory(sys.argv[1], embedder=HashEmbedder(), timezone="UTC", search_keyword
 
 
 def test_an_appended_record_is_found_by_its_vector_here_and_from_another_process(root: Path, clock: FakeClock) -> None:
-    # keyword weight 0: a hit's score is its cosine, so a record without a vector scores 0 and is dropped
+    # keyword weight 0: a hit's score is its calibrated cosine, so a record without a vector scores 0 and is dropped
     with Memory(root, embedder=HashEmbedder(), clock=clock, timezone="UTC", search_keyword_weight=0.0) as mem:
         mem.daily.append("Conversation", [FIRST, SECOND], at=AT)
         mem.daily.append("Conversation", [THIRD], at=AT)

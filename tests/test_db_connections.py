@@ -100,7 +100,7 @@ def test_a_server_under_bursts_with_idle_gaps_does_not_grow(store: tuple[Memory,
     mem, open_fds, bound = store
     app = build_app(mem, ui_options(8767), "csrf-token-for-the-tests-0123456789")
     counts = []
-    for _ in range(5):
+    for _ in range(8):
         before = set(threading.enumerate())
         with TestClient(app, base_url="http://127.0.0.1:8767") as client, ThreadPoolExecutor(8) as pool:
             pages = list(pool.map(lambda _: client.get("/facts"), range(32)))
@@ -109,4 +109,8 @@ def test_a_server_under_bursts_with_idle_gaps_does_not_grow(store: tuple[Memory,
             assert not thread.is_alive()
         assert all(page.status_code == 200 and FACT in page.text for page in pages)
         counts.append(open_fds())
-    assert min(counts) > 0 and max(counts) <= bound(8), counts  # however many bursts came before
+    # 8 requests at a time run on up to twice as many anyio worker threads alive at once (a new one
+    # starts when a request comes before an idle worker is back in its queue; measured: 10-16 files
+    # after a burst, varying with scheduling), so the bound is bound(16); a connection kept per
+    # thread ever run would hold 2 files for each of the 8 bursts' 8+ threads: 128 and more
+    assert min(counts) > 0 and max(counts) <= bound(2 * 8), counts  # however many bursts came before

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_clients import git_repo
 from click.testing import CliRunner
 from fake_openai_server import FakeLLMServer
 
@@ -52,14 +53,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "shop"
-    path.mkdir()
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-C", str(path)]
-    subprocess.run([*git, "init", "-q"], check=True)
-    (path / "README").write_text("the shop\n")
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
-    return path
+    return git_repo(tmp_path / "shop", "shop")
 
 
 class Resident:

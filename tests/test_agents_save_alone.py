@@ -5,12 +5,12 @@ of the session's transcript; every message ends up in the journal once."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agent_clients import git_repo
 from queue_helpers import refresh_mirror
 
 from tiermem.agents import pending_saves
@@ -36,14 +36,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "shop"
-    path.mkdir()
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-C", str(path)]
-    subprocess.run([*git, "init", "-q"], check=True)
-    (path / "README").write_text("the shop\n")
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
-    return path
+    return git_repo(tmp_path / "shop", "shop")
 
 
 @pytest.fixture

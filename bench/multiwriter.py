@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Set
+from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -197,6 +197,22 @@ def server(url: str | None, taskset: bool) -> tuple[str, dict[str, Any]]:
     return base, pin_server(base) if taskset else {}
 
 
+def setup(args: argparse.Namespace) -> tuple[list[str], str | None, Callable[[dict[str, Any]], None]]:
+    """The backends ``--backend`` names, the PostgreSQL URL (a server started and pinned if needed;
+    its pinning printed) and the printer of a result row (``--json`` or ``key=value``)."""
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    url = args.url
+    if "postgres" in backends:
+        url, pinning = server(args.url, args.taskset)
+        if pinning:
+            print(json.dumps(pinning) if args.json else f"server pinned: {pinning}", flush=True)
+
+    def show(row: dict[str, Any]) -> None:
+        print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+
+    return backends, url, show
+
+
 def writer_cpus(backend: str, taskset: bool) -> Set[int] | None:
     """``--taskset``: PostgreSQL's writers on core 1 (the server has core 0); SQLite's on both."""
     if not taskset:
@@ -230,15 +246,7 @@ def main() -> None:
     parser.add_argument("--taskset", action="store_true", help="server on core 0, PostgreSQL writers on core 1")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    url = args.url
-    if "postgres" in backends:
-        url, pinning = server(args.url, args.taskset)
-        if pinning:
-            print(json.dumps(pinning) if args.json else f"server pinned: {pinning}", flush=True)
-
-    def show(row: dict[str, Any]) -> None:
-        print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    backends, url, show = setup(args)
 
     rows = sweep(args.kinds.split(","), backends, [int(p) for p in args.procs.split(",")],
                  args.scopes.split(","), args.n, url, args.taskset, show)

@@ -28,7 +28,6 @@ more connections.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import signal
@@ -44,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from multiwriter import database, server, writer_cpus  # noqa: E402
+from multiwriter import database, setup, writer_cpus  # noqa: E402
 from pgserver import pinned  # noqa: E402
 
 LEASE_SECONDS = 30.0
@@ -186,15 +185,7 @@ def main() -> None:
     parser.add_argument("--taskset", action="store_true", help="server on core 0, PostgreSQL workers on core 1")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    url = args.url
-    if "postgres" in backends:
-        url, pinning = server(args.url, args.taskset)
-        if pinning:
-            print(json.dumps(pinning) if args.json else f"server pinned: {pinning}", flush=True)
-
-    def show(row: dict[str, Any]) -> None:
-        print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    backends, url, show = setup(args)
 
     rows = sweep(backends, [int(w) for w in args.workers.split(",")], args.items, args.kill, url, args.taskset, show)
     sys.exit(1 if any(bad(r) for r in rows) else 0)

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 Origin = Literal["user", "extraction", "import"]
 MAX_SOURCE_CHARS = 256
 MAX_PAGE = 10_000  # facts per page() call
+_ID_ATTEMPTS = 5  # transactions of one admit() whose new ids another scope took at once (1 in 2**32 each)
 FactListener = Callable[[str, Fact], None]  # ("added" | "updated" | "deleted", fact)
 BatchListener = Callable[[list[tuple[str, Fact]]], None]  # every (event, fact) of one commit
 
@@ -159,13 +160,34 @@ class FactStore:
         """Like :meth:`add_many`, but each result also says why an item was skipped."""
         scrubbed = [self._scrubbed(item) for item in items]
         norms = [validate.normalise(item.content) for item in scrubbed]
+        outermost = not self.repo.db.conn.in_transaction  # a joined transaction fails as a whole: its owner's call
+        for attempt in range(1, _ID_ATTEMPTS + 1):
+            tried: list[_Batch] = []
+            try:
+                results = self._admit_all(scrubbed, norms, origin, run_id, tried)
+            except self.repo.db.IntegrityError:
+                added = [fact.id for batch in tried for event, fact in batch.events if event == "added"]
+                if not (outermost and attempt < _ID_ATTEMPTS and added and self.repo.taken_ids(added)):
+                    raise
+                log.info("a new fact id was taken by another scope's write meanwhile; drawing again")
+                continue
+            self._notify(tried[0].events)
+            return results
+        raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns or raises
+
+    def _admit_all(self, scrubbed: builtins.list[NewFact], norms: builtins.list[str], origin: Origin,
+                   run_id: str | None, tried: builtins.list[_Batch]) -> builtins.list[Admission]:
+        """One transaction of :meth:`admit` (its batch appended to ``tried``). The ids it draws are
+        checked free under the scope's lock, but a writer of another scope may draw one too and commit
+        it first (PostgreSQL runs the two at once): the insert then fails, the transaction rolls back
+        and :meth:`admit` draws again."""
         unique = list(dict.fromkeys(norms))
         with self.repo.atomic(scope_key(self.scope)):
             tombstoned = self.repo.tombstoned_norms(self.scope, unique) if origin == "extraction" else set()
             batch = self._batch(origin, run_id, unique, tombstoned, len(scrubbed))
+            tried.append(batch)
             results = [self._admit(item, norm, batch) for item, norm in zip(scrubbed, norms, strict=True)]
             self._flush(batch)
-        self._notify(batch.events)
         return results
 
     def _batch(self, origin: Origin, run_id: str | None, norms: list[str], tombstoned: set[str], n: int) -> _Batch:
@@ -181,7 +203,8 @@ class FactStore:
 
     def _free_ids(self, n: int) -> list[str]:
         """``n`` new fact ids, distinct and unused in the database (checked together; the caller
-        holds the write lock, so none can be taken before the batch inserts them)."""
+        holds its scope's lock, so only a writer of another scope can take one before the batch
+        inserts them: :meth:`admit` then draws again)."""
         ids: dict[str, None] = {}
         while len(ids) < n:
             drawn = [i for i in dict.fromkeys(self._new_id() for _ in range(n - len(ids))) if i not in ids]

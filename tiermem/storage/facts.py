@@ -92,7 +92,9 @@ class FactRepository:
 
     def insert_many(self, rows: builtins.list[tuple[Fact, str]], *, redacted: bool = False) -> None:
         """Insert ``(fact, norm)`` rows in one statement (``FactStore.admit``). The caller makes
-        sure the ids are free (:meth:`taken_ids`, under the write lock). ``redacted=True``: the
+        sure the ids are free (:meth:`taken_ids`, under its scope's lock); one that a writer of
+        another scope takes meanwhile fails the transaction with ``IntegrityError`` (``FactStore.admit``
+        draws again). ``redacted=True``: the
         contents and sources already went through this store's redactor (the fact store does,
         before its duplicate check), so they are not scanned twice."""
         if not redacted:

@@ -176,3 +176,22 @@ def test_two_processes_worth_of_stores_share_one_pool(url: str, tmp_path: Path) 
 
 def test_search_path_schema_url_helper() -> None:
     assert with_schema("postgresql://h/db", "s1").endswith("?options=-csearch_path%3Ds1%2Cpublic")
+
+
+def test_a_schema_the_url_names_that_does_not_exist_is_refused(url: str, tmp_path: Path) -> None:
+    """A misspelt schema in ``search_path`` would otherwise put the store in the next schema listed
+    (``public`` in the documented URL), beside another store's data."""
+    import psycopg
+
+    fallback = url.split("%3D", 1)[1].split("%2C", 1)[0]  # the fresh schema: where the store would land
+    missing = with_schema(server_url(), f"no_such_schema%2C{fallback}").replace("%252C", "%2C")
+    assert f"no_such_schema%2C{fallback}%2Cpublic" in missing
+    with pytest.raises(StorageError, match="schema 'no_such_schema' .*does not exist.*CREATE SCHEMA no_such_schema"):
+        Memory(tmp_path / "a", embedder=HashEmbedder(), database_url=missing)
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
+                              (fallback,)).fetchone()
+    assert tables == (0,)
+    with pytest.raises(StorageError, match="schema 'no_such_schema' .*does not exist"):  # the only one listed
+        Memory(tmp_path / "b", embedder=HashEmbedder(),
+               database_url=server_url() + ("&" if "?" in server_url() else "?") + "options=-csearch_path%3Dno_such_schema")

@@ -11,6 +11,7 @@ database at once migrate it once. Append steps at the end; never edit one that h
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -360,8 +361,32 @@ def version(conn: Any) -> int:
     return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM tiermem_schema").fetchone()[0])
 
 
+def check_search_path(conn: Any) -> None:
+    """Refuse a ``search_path`` whose first schema does not exist (or may not be used): PostgreSQL
+    would put the store in the next one listed (``public`` in the documented URL), beside another
+    store's data. A first ``"$user"`` entry may be missing, as in PostgreSQL's default."""
+    current, user, path = conn.execute("SELECT current_schema(), current_user, current_setting('search_path')"
+                                       ).fetchone()
+    names = [_identifier(part) for part in re.findall(r'\s*((?:"(?:[^"]|"")*"|[^,])+)', path)]
+    if names and names[0] == "$user" and current != user:
+        names = names[1:]
+    if names and names[0] != current:
+        raise StorageError(f"the schema {names[0]!r} that search_path names first (the URL's options) does not exist"
+                           f" in this database, or this role may not use it: create it (CREATE SCHEMA {names[0]}) or"
+                           " correct the URL; tiermem does not put the store in another schema instead")
+
+
+def _identifier(part: str) -> str:
+    """One ``search_path`` entry as a name: a quoted one unquoted, an unquoted one folded to lower case."""
+    part = part.strip()
+    if len(part) >= 2 and part[0] == part[-1] == '"':
+        return part[1:-1].replace('""', '"')
+    return part.lower()
+
+
 def migrate(conn: Any) -> int:
     """Bring the current schema up to date; returns the version. ``conn`` is in autocommit mode."""
+    check_search_path(conn)
     _vector_extension(conn)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (MIGRATION_LOCK,))

@@ -193,5 +193,5 @@ def test_a_schema_the_url_names_that_does_not_exist_is_refused(url: str, tmp_pat
                               (fallback,)).fetchone()
     assert tables == (0,)
     with pytest.raises(StorageError, match="schema 'no_such_schema' .*does not exist"):  # the only one listed
-        Memory(tmp_path / "b", embedder=HashEmbedder(),
-               database_url=server_url() + ("&" if "?" in server_url() else "?") + "options=-csearch_path%3Dno_such_schema")
+        only = server_url() + ("&" if "?" in server_url() else "?") + "options=-csearch_path%3Dno_such_schema"
+        Memory(tmp_path / "b", embedder=HashEmbedder(), database_url=only)

@@ -125,7 +125,7 @@ def test_a_common_words_substrings_are_not_counted_gram_by_gram(root: Path, cloc
             hits = alice.search("migration ledger", k=5, min_score=0)
     gram_counts = [sql for sql in run if "COUNT(*)" in sql and ("search_grams" in sql or "grams @@" in sql)]
     assert len(hits) == 5  # by their vectors: both words are over the budget
-    assert len(gram_counts) == 2, run
+    assert sum(sql.count("COUNT(*)") for sql in gram_counts) == 2, run  # PostgreSQL: both in one statement
 
 
 def test_warm_gram_counts_are_planned_for_their_gram(root: Path, clock: FakeClock, backend: str) -> None:
@@ -145,7 +145,7 @@ def test_warm_gram_counts_are_planned_for_their_gram(root: Path, clock: FakeCloc
         with statements(alice, backend) as run:
             alice.search(f"{words[-2]} {words[-1]} migration", k=5, min_score=0)
     gram_counts = [sql for sql in run if "COUNT(*)" in sql and "grams @@" in sql]
-    assert len(gram_counts) >= 4, run  # the new words' grams, each counted
+    assert sum(sql.count("COUNT(*)") for sql in gram_counts) >= 4, run  # the new words' grams, each counted
     assert [sql for sql in gram_counts if "$1" in sql] == []
 
 

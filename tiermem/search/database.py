@@ -13,9 +13,9 @@ from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from tiermem.config import Settings
-from tiermem.search.indexer import Indexer
+from tiermem.search.indexer import Cosines, Indexer
 from tiermem.search.vectors import TIER_CODE
-from tiermem.storage.embeddings import EmbeddingRepository, VectorQueries
+from tiermem.storage.embeddings import EmbeddingRepository, ItemVector, VectorQueries
 from tiermem.storage.search import DocFilter, ScopeVersion, SearchIndex
 from tiermem.types import Scope
 
@@ -51,23 +51,39 @@ class DatabaseIndexer(Indexer):
         thread is embedding right now (a search does not wait for a writer). Looked for only when
         the scope's version moved since they were last all embedded: other scopes' writes cost a
         search nothing here."""
-        version = self.docs.version(scope)  # first: an item added after it moves it again
+        self._embed_behind(scope, self.docs.version(scope))  # first: an item added after it moves it again
+        flt = filters.for_sql() if filters is not None else DocFilter()
+        return self.queries.nearest(scope, self.model, _blob(vector), top, flt)
+
+    def nearest_cosines(self, scope: Scope, vector: npt.NDArray[np.float32], top: int, filters: SearchFilters,
+                        also: Sequence[int], version: ScopeVersion) -> Cosines:
+        """:meth:`nearest` with the vectors of its hits and of ``also`` read by the same query
+        (:meth:`VectorQueries.nearest_vectors`), and their cosines as :meth:`similarities` makes them."""
+        self._embed_behind(scope, version)
+        hits, vectors = self.queries.nearest_vectors(scope, self.model, _blob(vector), top, filters.for_sql(),
+                                                     list(dict.fromkeys(also)))
+        return Cosines(hits, self._cosines(vector, vectors), {doc_id for doc_id, _ in hits} | set(also))
+
+    def _embed_behind(self, scope: Scope, version: ScopeVersion) -> None:
+        """Embed the items of ``scope`` written behind this process's back when its version moved
+        since they were last all embedded (not while another thread embeds: a search does not wait)."""
         if self._embedded.get(scope) != version and self.embed_pending(wait=False, scope=scope) is not None:
             if len(self._embedded) > _SCOPES_MAX:
                 self._embedded.clear()
             self._embedded[scope] = version
-        flt = filters.for_sql() if filters is not None else DocFilter()
-        return self.queries.nearest(scope, self.model, _blob(vector), top, flt)
 
     def similarities(self, scope: Scope, vector: npt.NDArray[np.float32], doc_ids: Sequence[int]) -> dict[int, float]:
         """As :meth:`tiermem.search.loaded.LoadedIndexer.similarities`, from the stored float32 vectors."""
+        return self._cosines(vector, self.queries.item_vectors(self.model, list(dict.fromkeys(doc_ids))))
+
+    def _cosines(self, vector: npt.NDArray[np.float32], vectors: Sequence[ItemVector]) -> dict[int, float]:
         import numpy as np
 
         q = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
         blended = set(self.blended_tiers())
         own: dict[int, tuple[float, int]] = {}  # doc id -> (cosine, tier code)
         parts: dict[int, float] = {}
-        for doc_id, tier, is_own, blob in self.queries.item_vectors(self.model, list(dict.fromkeys(doc_ids))):
+        for doc_id, tier, is_own, blob in vectors:
             if len(blob) != 4 * len(q):
                 continue
             value = float(np.frombuffer(blob, np.float32) @ q)

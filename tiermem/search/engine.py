@@ -51,7 +51,7 @@ from tiermem.search.evidence import Blend, QueryTerms, default_calibration
 from tiermem.search.filters import SearchFilters, build_filters
 from tiermem.search.floor import check_min_score, check_use, floor_in_force
 from tiermem.search.hybrid import RankedList, decay, fuse, mmr, ranked
-from tiermem.search.indexer import Indexer, IndexStatus, Progress, ReindexResult
+from tiermem.search.indexer import Cosines, Indexer, IndexStatus, Progress, ReindexResult
 from tiermem.search.keywords import KeywordResult, KeywordSearch
 from tiermem.search.thread import FileLines, extra_ids, mark_lifted, support_of, supported
 from tiermem.storage.search import DocRow, SearchIndex, open_search_index
@@ -204,14 +204,17 @@ class SearchEngine:
         the same scale)."""
         s = self.settings
         n = max(s.search_candidates, k)
-        keyword = (self.keywords.run(scope, fts.parse(text), filters.for_sql(), n, s.search_keyword_weight)
-                   if s.search_keyword_weight > 0 else KeywordResult([], QueryTerms()))
-        vectors = RankedList("vector", s.search_vector_weight,
-                             self.indexer.nearest(scope, vector, n, filters)
-                             if s.search_vector_weight > 0 else [])
+        version = self.docs.version(scope)  # read once, first: the keyword counts and the vector index share it
+        keyword = (self.keywords.run(scope, fts.parse(text), filters.for_sql(), n, s.search_keyword_weight,
+                                     version[0]) if s.search_keyword_weight > 0 else KeywordResult([], QueryTerms()))
+        found = Cosines([], {}, set())
+        if s.search_vector_weight > 0:
+            also = [doc_id for lst in keyword.lists if lst.weight > 0 for doc_id, _ in lst.items]
+            found = self.indexer.nearest_cosines(scope, vector, n, filters, also, version)
+        vectors = RankedList("vector", s.search_vector_weight, found.hits)
         lists = [*keyword.lists, vectors]
         rows = self.docs.docs(list({doc_id: None for lst in lists if lst.weight > 0 for doc_id, _ in lst.items}))
-        evidence, why = self._evidence(scope, keyword.terms, vector, rows)
+        evidence, why = self._evidence(scope, keyword.terms, vector, rows, found)
         order = fuse(lists, evidence, s.search_fusion)
         if (s.search_fusion == "weighted" and (s.search_reply_support > 0 or s.search_next_support > 0)
                 and any(row.tier == "daily" for row in rows.values())):
@@ -257,16 +260,22 @@ class SearchEngine:
         return lifted
 
     def _evidence(self, scope: Scope, terms: QueryTerms, vector: npt.NDArray[np.float32],
-                  rows: dict[int, DocRow]) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
+                  rows: dict[int, DocRow], known: Cosines | None = None
+                  ) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
         """The evidence score of every candidate (:mod:`tiermem.search.evidence`), and what made
-        it: ``{"keyword": coverage, "vector": cosine}`` (shown by ``tiermem ui``)."""
+        it: ``{"keyword": coverage, "vector": cosine}`` (shown by ``tiermem ui``); ``known``: the
+        cosines already computed with the vector search (only the others are asked for)."""
         blend = self.blend()
         coverage: dict[int, float] = {}
         if blend.keyword_weight > 0:
             coverage = self.keywords.coverage(terms, {doc_id: row.text for doc_id, row in rows.items()})
         similarity: dict[int, float] = {}
         if blend.vector_weight > 0:
-            similarity = self.indexer.similarities(scope, vector, list(rows))
+            known = known or Cosines([], {}, set())
+            similarity = {doc_id: known.cosines[doc_id] for doc_id in rows if doc_id in known.cosines}
+            missing = [doc_id for doc_id in rows if doc_id not in known.asked]
+            if missing:
+                similarity.update(self.indexer.similarities(scope, vector, missing))
         why = {doc_id: {"keyword": coverage.get(doc_id, 0.0), "vector": similarity.get(doc_id, 0.0)} for doc_id in rows}
         return blend.scores(coverage, similarity, list(rows)), why
 

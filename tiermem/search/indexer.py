@@ -36,7 +36,7 @@ from tiermem.errors import ProviderError
 from tiermem.search.parts import sentence_parts
 from tiermem.search.vectors import TIER_CODE
 from tiermem.storage.embeddings import EmbeddingRepository, PendingDoc
-from tiermem.storage.search import REMOVED_LOG_KEEP, SearchIndex
+from tiermem.storage.search import REMOVED_LOG_KEEP, ScopeVersion, SearchIndex
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -76,6 +76,16 @@ class ReindexResult:
     items: int  # items that lacked a vector for the model
     embedded: int  # texts sent to the embedder
     reused: int  # items whose text already had a vector (cache hits)
+
+
+@dataclass(frozen=True)
+class Cosines:
+    """A vector search (:meth:`Indexer.nearest_cosines`): its hits, best first, and the cosines
+    (:meth:`Indexer.similarities`) found along with them for the items of ``asked`` that have a vector."""
+
+    hits: list[tuple[int, float]]
+    cosines: dict[int, float]
+    asked: set[int]
 
 
 def text_hash(text: str) -> str:
@@ -355,6 +365,13 @@ class Indexer:
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:
         """The ``top`` items of ``scope`` most similar to ``vector``: ``(doc id, cosine)``."""
         raise NotImplementedError
+
+    def nearest_cosines(self, scope: Scope, vector: npt.NDArray[np.float32], top: int, filters: SearchFilters,
+                        also: Sequence[int], version: ScopeVersion) -> Cosines:
+        """:meth:`nearest`, and the :meth:`similarities` an indexer finds cheaper to compute with it
+        than apart (of the hits and of ``also``, the other candidates; none here): the database's
+        vectors come with the nearest query. ``version``: the scope's, read at the search's start."""
+        return Cosines(self.nearest(scope, vector, top, filters), {}, set())
 
     def similarities(self, scope: Scope, vector: npt.NDArray[np.float32], doc_ids: Sequence[int]) -> dict[int, float]:
         """The cosine of ``vector`` with the own text of each of ``doc_ids`` that has a vector: the

@@ -45,6 +45,22 @@ class KeywordResult:
     terms: QueryTerms
 
 
+class _Counting:
+    """What one search counts document frequencies against: its scope, the scope's change count,
+    and whether the store holds that scope only (asked once per search, when a count is first
+    needed: then the whole store's counts are the scope's, counted faster)."""
+
+    def __init__(self, docs: SearchIndex, scope: Scope, changes: int) -> None:
+        self.docs, self.scope, self.changes = docs, scope, changes
+        self._only: bool | None = None
+
+    def counted(self) -> Scope | None:
+        """The scope to count in: ``None`` (the whole store) when it holds this scope only."""
+        if self._only is None:
+            self._only = self.docs.only_scope(self.scope)
+        return None if self._only else self.scope
+
+
 class KeywordSearch:
     """Runs the keyword queries of one search against the store's keyword index."""
 
@@ -56,12 +72,16 @@ class KeywordSearch:
         self._total: dict[Scope, tuple[int, int]] = {}  # scope -> (items in it, its changes when counted)
         self._lock = threading.Lock()
 
-    def run(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float) -> KeywordResult:
-        """The keyword lists (best first, at most ``n`` items each) and the query's terms."""
-        changes = self.docs.version(scope)[0]  # one read; other scopes' writes never move it
+    def run(self, scope: Scope, query: KeywordQuery, flt: DocFilter, n: int, weight: float,
+            changes: int | None = None) -> KeywordResult:
+        """The keyword lists (best first, at most ``n`` items each) and the query's terms; ``changes``:
+        the scope's change count (:meth:`SearchIndex.version`), read here when not given."""
+        if changes is None:
+            changes = self.docs.version(scope)[0]  # one read; other scopes' writes never move it
+        at = _Counting(self.docs, scope, changes)
         lists: list[RankedList] = []
         keys = self.docs.index_terms(list(query.words)) if query.words else []
-        words = self._affordable(scope, "words", _df_terms(query.words, keys), changes)
+        words = self._affordable(scope, "words", _df_terms(query.words, keys), at)
         found: set[int] = set()
         if words:
             chosen = set(words)
@@ -69,12 +89,12 @@ class KeywordSearch:
                                           scope, flt, n, self.context_weight)
             lists.append(RankedList("words", weight, items))
             found = {doc_id for doc_id, _ in items}
-        grams = self._affordable(scope, "grams", _df_terms(query.grams), changes)
+        grams = self._affordable(scope, "grams", _df_terms(query.grams), at)
         if grams:
             lists.append(RankedList("grams", weight, self.docs.match_grams(grams, scope, flt, n)))
         if len(found) < n and query.substrings:
             pieces = [[s[i:i + 3] for i in range(len(s) - 2)] for s in query.substrings]
-            phrases = self._affordable(scope, "grams", _df_terms(query.substrings, pieces), changes)
+            phrases = self._affordable(scope, "grams", _df_terms(query.substrings, pieces), at)
             if phrases:
                 extra = [(doc_id, score) for doc_id, score in self.docs.match_substrings(phrases, scope, flt, n)
                          if doc_id not in found]
@@ -83,22 +103,22 @@ class KeywordSearch:
         if query.short:
             scanned = self.docs.scan(query.short, scope, flt, SCAN_LIMIT)
             lists.append(RankedList("scan", weight, scan_ranking(scanned, query.short, n)))
-        return KeywordResult(lists, self._terms(scope, query, keys, set(words), changes, scanned))
+        return KeywordResult(lists, self._terms(scope, query, keys, set(words), at, scanned))
 
     # --- evidence --------------------------------------------------------------------------
-    def _terms(self, scope: Scope, query: KeywordQuery, keys: list[list[str]], checked: set[str], changes: int,
+    def _terms(self, scope: Scope, query: KeywordQuery, keys: list[list[str]], checked: set[str], at: _Counting,
                scanned: Sequence[tuple[int, str]]) -> QueryTerms:
         """The query's terms with their weights (``keys``: each word's index terms); words too
         common for the budget (not in ``checked``) are left out. Counts are the scope's own."""
-        total = self._items(scope, changes)
+        total = self._items(scope, at.changes)
         terms: list[Term] = []
         if query.words:
             words = [t for t in _df_terms(query.words, keys) if t.keys and t.text in checked]
-            df = self._doc_freqs(scope, "text", words, changes)
+            df = self._doc_freqs(scope, "text", words, at)
             terms.extend(Term(t.text, idf(total, df[t.text]), t.keys) for t in words)
         if query.grams:
             grams = _df_terms(query.grams)
-            df = self._doc_freqs(scope, "grams", grams, changes)
+            df = self._doc_freqs(scope, "grams", grams, at)
             terms.extend(Term(t.text, idf(total, df[t.text])) for t in grams)
         for needle in query.short:
             terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
@@ -131,15 +151,15 @@ class KeywordSearch:
                 self._total[scope] = (count, changes)
         return count
 
-    def _affordable(self, scope: Scope, index: str, terms: list[DfTerm], changes: int) -> list[str]:
+    def _affordable(self, scope: Scope, index: str, terms: list[DfTerm], at: _Counting) -> list[str]:
         """The texts of ``terms`` (each costing the scope's document frequencies of its keys)
         rarest first while the total cost stays within the budget; in the original order."""
-        if not terms or changes * sum(len(t.keys) for t in terms) <= self.budget:
+        if not terms or at.changes * sum(len(t.keys) for t in terms) <= self.budget:
             return [t.text for t in terms]
         if index == "grams":
-            costs = self._gram_costs(scope, terms, changes)
+            costs = self._gram_costs(scope, terms, at)
         else:
-            df = self._doc_freqs(scope, index, terms, changes, cap=self.budget)
+            df = self._doc_freqs(scope, index, terms, at, cap=self.budget)
             costs = [df[t.text] for t in terms]
         kept: set[int] = set()
         total = 0
@@ -150,7 +170,7 @@ class KeywordSearch:
             total += costs[i]
         return [term.text for i, term in enumerate(terms) if i in kept]
 
-    def _gram_costs(self, scope: Scope, terms: list[DfTerm], changes: int) -> list[int]:
+    def _gram_costs(self, scope: Scope, terms: list[DfTerm], at: _Counting) -> list[int]:
         """What each of ``terms`` costs: the summed matches of its grams, counted a gram of each term
         at a time until the term exceeds the budget (then it is left out whatever its exact cost, so
         its other grams are not counted: a common word's substring costs one capped count, not one
@@ -163,14 +183,14 @@ class KeywordSearch:
             keys = [terms[i].keys[depth] for i in counting]
             missing = [DfTerm(key, (key,)) for key in dict.fromkeys(keys) if key not in df]
             if missing:
-                df.update(self._doc_freqs(scope, "grams", missing, changes, cap=self.budget))
+                df.update(self._doc_freqs(scope, "grams", missing, at, cap=self.budget))
             for i, key in zip(counting, keys, strict=True):
                 costs[i] += df[key]
             depth += 1
             counting = [i for i in counting if costs[i] <= self.budget and depth < len(terms[i].keys)]
         return costs
 
-    def _doc_freqs(self, scope: Scope, index: str, terms: Sequence[DfTerm], changes: int,
+    def _doc_freqs(self, scope: Scope, index: str, terms: Sequence[DfTerm], at: _Counting,
                    cap: int | None = None) -> dict[str, int]:
         """The scope's document frequencies (:meth:`SearchIndex.doc_freqs`), cached; with ``cap``,
         a count above it stands for any count above it (the index may stop counting there)."""
@@ -182,19 +202,18 @@ class KeywordSearch:
                 cached = self._df.get((scope, index, term.text))
                 if cached is None and cap is not None:
                     cached = self._df.get((scope, capped, term.text))
-                if cached is not None and 0 <= changes - cached[1] <= cached[0] // 10:  # off by 10% at most
+                if cached is not None and 0 <= at.changes - cached[1] <= cached[0] // 10:  # off by 10% at most
                     out[term.text] = cached[0]
                 else:
                     missing.append(term)
         if missing:
-            counted = None if self.docs.only_scope(scope) else scope  # the same counts, faster
-            fresh = dict(zip((t.text for t in missing), self.docs.doc_freqs(index, missing, counted, cap),
+            fresh = dict(zip((t.text for t in missing), self.docs.doc_freqs(index, missing, at.counted(), cap),
                              strict=True))
             with self._lock:
                 if len(self._df) > _CACHE_MAX:
                     self._df.clear()
                 for text, count in fresh.items():
-                    self._df[(scope, index if cap is None or count <= cap else capped, text)] = (count, changes)
+                    self._df[(scope, index if cap is None or count <= cap else capped, text)] = (count, at.changes)
             out.update(fresh)
         return out
 

@@ -62,6 +62,11 @@ class VectorQueries(Protocol):
         """Every stored vector (own and parts, exact float32) of ``model`` for ``doc_ids``."""
         ...
 
+    def nearest_vectors(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter,
+                        also: Sequence[int]) -> tuple[list[tuple[int, float]], list[ItemVector]]:
+        """:meth:`nearest`, and :meth:`item_vectors` of its hits and of ``also``, read together."""
+        ...
+
 
 class EmbeddingRepository:
     """Vectors, their cache keys, and the model the index was built with."""

@@ -289,7 +289,8 @@ class TsSearch(SearchRepository):
         """Items of ``scope`` matching each term: a GIN lookup, then a visit of each matching row
         (what a count costs), stopping past ``cap``. A word is matched by all of its keys.
 
-        Each count is a statement of its own, with its values in its text (no parameters): psycopg
+        All the counts go in one statement (one round trip), each a subquery of its own with its
+        values in its text (no parameters): psycopg
         prepares a statement it has run five times on a connection, and PostgreSQL plans a prepared
         statement for any parameters after five more runs; for a count of a term in a parameter,
         that plan reads the scope's rows one by one (0.1-0.2 s at 100k items, for a term in 200 of
@@ -299,16 +300,17 @@ class TsSearch(SearchRepository):
         column, weights = _DF_COLUMNS[index]
         where = _inlined(*scope_sql(scope)) if scope is not None else "TRUE"
         limit = f" LIMIT {int(cap) + 1}" if cap is not None else ""
-        found: list[int] = []
+        counts: list[str] = []
         for term in terms:
             if not term.keys:
-                found.append(0)
+                counts.append("0")
                 continue
             query = " & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
-            sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@ CAST({_literal(query)}"
-                   f" AS tsquery) AND {where}{limit}) AS matching")
-            found.append(int(self._rows(sql, [])[0][0]))
-        return found
+            counts.append(f"(SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@"
+                          f" CAST({_literal(query)} AS tsquery) AND {where}{limit}) AS matching)")
+        if not counts:
+            return []
+        return [int(value) for value in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
 
 
 def search_index(db: Database) -> TsSearch:

@@ -244,16 +244,44 @@ class PgVectorQueries:
         return self.db.rows(sql, args, "vector query")
 
     def nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter) -> list[tuple[int, float]]:
+        return self._nearest(scope, model, query, top, flt, None)[0]
+
+    def nearest_vectors(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter,
+                        also: Sequence[int]) -> tuple[list[tuple[int, float]], list[ItemVector]]:
+        """:meth:`nearest` and :meth:`item_vectors` of its hits and of ``also`` in one statement
+        (two when the graph walk finds fewer than ``top``): the vectors of a search's candidates
+        cost no round trip of their own."""
+        return self._nearest(scope, model, query, top, flt, [int(i) for i in also])
+
+    def _nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter,
+                 also: list[int] | None) -> tuple[list[tuple[int, float]], list[ItemVector]]:
         found = self.where(scope, model, flt)
         if found is None or top <= 0 or len(query) != 4 * found[2]:
-            return []
+            return [], self.item_vectors(model, also) if also else []
         condition, values, dim, rows, graph = found
         vector = halfvec(query)
         if graph and dim <= HNSW_MAX_DIM and rows > self.exact_max_rows:
-            hits = self.approximate(condition, values, vector, dim, top)
+            hits, vectors = self._hits(*self._approximate_sql(condition, values, vector, dim, top), model, also)
             if len(hits) >= top:
-                return hits
-        return self.exact(condition, values, vector, top)
+                return hits, vectors
+        return self._hits(*self._exact_sql(condition, values, vector, top), model, also)
+
+    def _hits(self, sql: str, args: list[Any], model: str,
+              also: list[int] | None) -> tuple[list[tuple[int, float]], list[ItemVector]]:
+        """The hits of ``sql`` (``doc_id, distance``, best first) as cosines, with (``also`` not
+        ``None``) every vector of ``model`` of the hits and of ``also``, in the same statement."""
+        if also is None:
+            return [(int(r[0]), 1.0 - float(r[1])) for r in self._rows(sql, args)], []
+        rows = self._rows(
+            f"WITH hits AS ({sql}), ranked AS (SELECT doc_id, distance, row_number() OVER (ORDER BY distance, doc_id)"
+            " AS n FROM hits) SELECT r.doc_id, r.distance, r.n, NULL, NULL, NULL FROM ranked r UNION ALL"
+            " SELECT v.doc_id, NULL, NULL, v.tier, v.own, e.vector FROM search_models m"
+            " JOIN search_vectors v ON v.model_key = m.key JOIN embeddings e ON e.content_hash = v.content_hash"
+            " AND e.model = m.model WHERE m.model = ? AND v.doc_id IN (SELECT doc_id FROM hits UNION"
+            " SELECT unnest(CAST(? AS BIGINT[])))", [*args, model, also])
+        hits = sorted((int(r[2]), int(r[0]), 1.0 - float(r[1])) for r in rows if r[2] is not None)
+        vectors = [(int(r[0]), str(r[3]), bool(r[4]), bytes(r[5])) for r in rows if r[2] is None]
+        return [(doc_id, cosine) for _, doc_id, cosine in hits], vectors
 
     def where(self, scope: Scope, model: str, flt: DocFilter) -> tuple[str, list[Any], int, int, bool] | None:
         """The condition (with its arguments) selecting the scope's vector rows of ``model`` that
@@ -274,22 +302,28 @@ class PgVectorQueries:
 
     def exact(self, condition: str, values: Sequence[Any], vector: Any, top: int) -> list[tuple[int, float]]:
         """Every distance of the scope (the uncast column: the HNSW index does not apply)."""
-        rows = self._rows(f"SELECT v.doc_id, MIN(v.vector <=> ?) AS distance FROM search_vectors v WHERE {condition}"
-                          " GROUP BY v.doc_id ORDER BY distance, v.doc_id LIMIT ?", [vector, *values, top])
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+        return self._hits(*self._exact_sql(condition, values, vector, top), "", None)[0]
 
     def approximate(self, condition: str, values: Sequence[Any], vector: Any, dim: int,
                     top: int) -> list[tuple[int, float]]:
         """The HNSW walk: vector rows nearest first, grouped by item (of the rows in the graph)."""
+        return self._hits(*self._approximate_sql(condition, values, vector, dim, top), "", None)[0]
+
+    @staticmethod
+    def _exact_sql(condition: str, values: Sequence[Any], vector: Any, top: int) -> tuple[str, list[Any]]:
+        return (f"SELECT v.doc_id, MIN(v.vector <=> ?) AS distance FROM search_vectors v WHERE {condition}"
+                " GROUP BY v.doc_id ORDER BY distance, v.doc_id LIMIT ?", [vector, *values, top])
+
+    def _approximate_sql(self, condition: str, values: Sequence[Any], vector: Any, dim: int,
+                         top: int) -> tuple[str, list[Any]]:
         numbered = f"{condition} AND v.indexed"
         for i in range(1, len(values) + 1):
             numbered = numbered.replace("?", f"$2[{i}]", 1)
         inner = (f"SELECT v.doc_id, (v.vector::halfvec({dim})) <=> $1::halfvec({dim}) AS distance"
                  f" FROM search_vectors v WHERE {numbered} ORDER BY distance LIMIT {int(top) * OVERFETCH}")
-        rows = self._rows("SELECT doc_id, MIN(distance) AS distance FROM tiermem_vector_query(?, ?, ?, ?)"
-                          " GROUP BY doc_id ORDER BY distance, doc_id LIMIT ?",
-                          [inner, vector, [str(v) for v in values], self.ef_search, top])
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+        return ("SELECT doc_id, MIN(distance) AS distance FROM tiermem_vector_query(?, ?, ?, ?)"
+                " GROUP BY doc_id ORDER BY distance, doc_id LIMIT ?",
+                [inner, vector, [str(v) for v in values], self.ef_search, top])
 
     def item_vectors(self, model: str, doc_ids: Sequence[int]) -> list[ItemVector]:
         if not doc_ids:

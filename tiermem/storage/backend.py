@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from tiermem.storage.sql import Database
 
 DB_FILE = "tiermem.db"
+POSTGRES_MARK = "tiermem.postgres"  # in a root that mirrors a PostgreSQL store: which database (no password)
 
 Opener = Callable[[Path, "Settings"], "Database"]
 NEEDS_EXTRA = "database_url names PostgreSQL, which needs the postgres extra: pip install 'tiermem[postgres]'"
@@ -26,6 +27,7 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,30}")  # what a URL scheme looks like:
 
 
 def _sqlite(root: Path, settings: Settings) -> Database:
+    _not_a_mirror(root)
     from tiermem.redact import Redactor
     from tiermem.storage.sqlite.db import Database as SqliteDatabase
 
@@ -41,9 +43,42 @@ def _postgres(root: Path, settings: Settings) -> Database:
     from tiermem.redact import Redactor
 
     assert settings.database_url is not None
-    return PgDatabase(settings.database_url, redactor=Redactor(settings.redact_secrets),
-                      allow_symlinks=settings.allow_symlinks, pool_size=settings.postgres_pool_size,
-                      statement_timeout=settings.postgres_statement_timeout_seconds)
+    db = PgDatabase(settings.database_url, redactor=Redactor(settings.redact_secrets),
+                    allow_symlinks=settings.allow_symlinks, pool_size=settings.postgres_pool_size,
+                    statement_timeout=settings.postgres_statement_timeout_seconds)
+    if settings.mirror_files:
+        _mark_mirror(root, db.label)
+    return db
+
+
+def _mark_mirror(root: Path, label: str) -> None:
+    """Write :data:`POSTGRES_MARK` in ``root`` (once): the root mirrors the store at ``label``."""
+    from tiermem.paths import write_private
+
+    mark = root / POSTGRES_MARK
+    text = (f"{label}\n\nThis root mirrors the tiermem store in the PostgreSQL database above. Open it with that"
+            " database_url (TIERMEM_DATABASE_URL, or database_url in tiermem.toml); delete this file to start"
+            " a separate SQLite store here instead.\n")
+    try:
+        if not mark.is_file() or mark.read_text(encoding="utf-8", errors="replace") != text:
+            write_private(mark, text.encode("utf-8"))
+    except OSError:  # a root this process may not write: its mirror is not written either
+        pass
+
+
+def _not_a_mirror(root: Path) -> None:
+    """Refuse to start a SQLite store in a root that mirrors a PostgreSQL store (a process started
+    without the URL, such as an MCP server whose client passed only the environment its config names)."""
+    mark = root / POSTGRES_MARK
+    if (root / DB_FILE).exists() or not mark.is_file():
+        return
+    try:
+        label = mark.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
+    except OSError:
+        label = "a PostgreSQL database"
+    raise ConfigError(f"{root} mirrors the tiermem store in {label} ({mark}), but no database_url is set: set"
+                      " TIERMEM_DATABASE_URL (in an MCP client's config: its \"env\") or database_url in"
+                      f" {root / 'tiermem.toml'}; delete {mark} to start a separate SQLite store here")
 
 
 OPENERS: dict[str, Opener] = {
@@ -79,6 +114,7 @@ def open_database(root: Path, settings: Settings) -> Database:
 
 
 def _sqlite_exists(root: Path, settings: Settings) -> bool:
+    _not_a_mirror(root)
     return (root / DB_FILE).is_file()
 
 

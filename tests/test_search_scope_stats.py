@@ -158,3 +158,21 @@ def test_odd_characters_in_a_counted_term_or_scope_are_values(root: Path, clock:
         assert counts == index.doc_freqs("grams", odd, None, cap=5) and counts[-1] == 0
         assert index.doc_freqs("grams", [DfTerm("don", ("don",))], Scope("alice", "default"), cap=5) == [1]
         assert index.doc_freqs("grams", [DfTerm("don", ("don",))], Scope("al'?%\\", "default'?"), cap=5) == [0]
+
+
+def test_word_counts_are_the_budget_count_and_within_it_the_text_count(root: Path, clock: FakeClock) -> None:
+    """``word_counts`` (PostgreSQL: one visit of each match gives both) counts what ``doc_freqs``
+    counts: a word's items by text or context (stopping past the cap) and, within the cap, those
+    holding it in their own text; a word in the context of records only counts there."""
+    with open_memory(root, clock, "alice") as alice:
+        fill_alice(alice)
+        alice.daily.append("Notes", ["the queen stayed", "rain all day", "a quiet morning", "swarm season"], at=NOON)
+        index = open_search_index(alice.db)
+        texts = ["queen", "bees", "honey", "swarm", "alice"]
+        terms = [DfTerm(word, tuple(keys)) for word, keys in zip(texts, index.index_terms(texts), strict=True)]
+        for scope in (Scope("alice", "default"), None):
+            words, text = index.doc_freqs("words", terms, scope, cap=3), index.doc_freqs("text", terms, scope)
+            pairs = index.word_counts(terms, scope, cap=3)
+            assert pairs == [(w, t if w <= 3 else None) for w, t in zip(words, text, strict=True)]
+            assert any(w > t > 0 for w, t in pairs if t is not None), pairs  # context matches counted apart
+            assert any(t is None for _, t in pairs), pairs

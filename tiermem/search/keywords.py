@@ -207,15 +207,27 @@ class KeywordSearch:
                 else:
                     missing.append(term)
         if missing:
-            fresh = dict(zip((t.text for t in missing), self.docs.doc_freqs(index, missing, at.counted(), cap),
-                             strict=True))
+            fresh, weights = self._count(index, missing, at, cap)
             with self._lock:
                 if len(self._df) > _CACHE_MAX:
                     self._df.clear()
                 for text, count in fresh.items():
                     self._df[(scope, index if cap is None or count <= cap else capped, text)] = (count, at.changes)
+                for text, count in weights.items():
+                    self._df[(scope, "text", text)] = (count, at.changes)
             out.update(fresh)
         return out
+
+    def _count(self, index: str, terms: Sequence[DfTerm], at: _Counting,
+               cap: int | None) -> tuple[dict[str, int], dict[str, int]]:
+        """The counts of ``terms`` in ``index``, and (words counted against the budget) the ``"text"``
+        counts of those within it, which weigh them if afforded (:meth:`SearchIndex.word_counts`:
+        counted with them on PostgreSQL, not apart later)."""
+        if index == "words" and cap is not None:
+            pairs = self.docs.word_counts(terms, at.counted(), cap)
+            return ({t.text: words for t, (words, _) in zip(terms, pairs, strict=True)},
+                    {t.text: text for t, (_, text) in zip(terms, pairs, strict=True) if text is not None})
+        return dict(zip((t.text for t in terms), self.docs.doc_freqs(index, terms, at.counted(), cap), strict=True)), {}
 
 
 def _df_terms(texts: Sequence[str], keys: Sequence[Sequence[str]] | None = None) -> list[DfTerm]:

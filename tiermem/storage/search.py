@@ -177,6 +177,12 @@ class SearchIndex(Protocol):
         one scope only (:meth:`only_scope`), which counts the same items faster."""
         ...
 
+    def word_counts(self, terms: Sequence[DfTerm], scope: Scope | None, cap: int) -> list[tuple[int, int | None]]:
+        """For each of ``terms``: its :meth:`doc_freqs` ``"words"`` count (stopping past ``cap``)
+        and, when that is at most ``cap``, its exact ``"text"`` count (else ``None``): the counts
+        a query word costs the keyword budget and, when it is afforded, weighs it by."""
+        ...
+
     def only_scope(self, scope: Scope) -> bool: ...
 
     # --- items and change tracking (portable: :class:`SearchRepository`) --------------------
@@ -224,6 +230,20 @@ class SearchRepository:
     def count(self, scope: Scope) -> int:
         where, args = scope_sql(scope)
         return int(self._rows(f"SELECT COUNT(*) FROM search_docs d WHERE {where}", args)[0][0])
+
+    def word_counts(self, terms: Sequence[DfTerm], scope: Scope | None, cap: int) -> list[tuple[int, int | None]]:
+        """:meth:`SearchIndex.word_counts` by two :meth:`doc_freqs` calls (the text counted only
+        for the words within ``cap``)."""
+        words = self.doc_freqs("words", terms, scope, cap)
+        within = [term for term, count in zip(terms, words, strict=True) if count <= cap]
+        text = dict(zip((t.text for t in within), self.doc_freqs("text", within, scope) if within else [],
+                        strict=True))
+        return [(count, text.get(term.text)) for term, count in zip(terms, words, strict=True)]
+
+    def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
+                  cap: int | None = None) -> list[int]:
+        """:meth:`SearchIndex.doc_freqs`: the backend's keyword index (a subclass) counts."""
+        raise NotImplementedError
 
     def only_scope(self, scope: Scope) -> bool:
         """Whether every item of the store is in ``scope`` (then the store's document frequencies

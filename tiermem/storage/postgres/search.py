@@ -312,6 +312,26 @@ class TsSearch(SearchRepository):
             return []
         return [int(value) for value in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
 
+    def word_counts(self, terms: Sequence[DfTerm], scope: Scope | None, cap: int) -> list[tuple[int, int | None]]:
+        """One statement: each word's matches in the text or context are visited (up to one past
+        ``cap``, as :meth:`doc_freqs` does) and those holding it in the text counted among them, so
+        the text count of a word within ``cap`` costs no visit of its own."""
+        where = _inlined(*scope_sql(scope)) if scope is not None else "TRUE"
+        counts: list[str] = []
+        for term in terms:
+            if not term.keys:
+                counts.append("ARRAY[0, 0]")
+                continue
+            words, text = (" & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
+                           for weights in ("", "AC"))
+            counts.append(f"(SELECT ARRAY[COUNT(*), COUNT(*) FILTER (WHERE m.words @@ CAST({_literal(text)} AS"
+                          f" tsquery))] FROM (SELECT d.words FROM search_docs d WHERE d.words @@"
+                          f" CAST({_literal(words)} AS tsquery) AND {where} LIMIT {int(cap) + 1}) AS m)")
+        if not counts:
+            return []
+        found = [(int(pair[0]), int(pair[1])) for pair in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
+        return [(words, text if words <= cap else None) for words, text in found]
+
 
 def search_index(db: Database) -> TsSearch:
     """The ``Backend.search_index`` factory."""

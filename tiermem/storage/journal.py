@@ -11,7 +11,9 @@ text, and the digests of the messages in it) are about to be appended to which d
 which byte offset. :meth:`FlushHashRepository.remember` records the digests and deletes the
 intent in one transaction. An intent still present when the journal lock is next taken belongs
 to a writer that died (or failed) in between; the next writer looks at the file and settles it
-(:func:`tiermem.tiers.conversation.settle_intents`). Intents hold no message text.
+(:func:`tiermem.tiers.conversation.settle_intents`). Intents hold no message text. Where the Daily
+files are rows of the same database (PostgreSQL), the append and the record commit in one
+transaction and a write announces no intent.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tiermem.clock import utc_iso
 from tiermem.storage.sql import ROWS, Database
 
 _BATCH = 500  # bound the number of SQL variables per statement
+_INTENTS = ('SELECT id, user_id, namespace, day, "offset", blocks FROM journal_intents WHERE user_id = ?'
+            " ORDER BY id")
 
 
 @dataclass(frozen=True)
@@ -58,32 +62,34 @@ class FlushHashRepository:
 
     def seen(self, namespace: str, digests: Sequence[str]) -> set[str]:
         """The subset of ``digests`` already recorded in ``namespace``."""
-        namespace = self.db.redactor.ident(namespace)  # a conversation id may hold a secret (R68)
         found: set[str] = set()
-        unique = sorted(set(digests))
-        for start in range(0, len(unique), _BATCH):
-            part = unique[start:start + _BATCH]
-            marks = ", ".join("?" * len(part))
-            rows = self.db.conn.execute(
-                f"SELECT digest FROM flush_hashes WHERE namespace = ? AND digest IN ({marks})",
-                [namespace, *part],
-            )
-            found.update(str(r[0]) for r in rows)
+        for sql, args in self._seen_reads(namespace, digests):
+            found.update(str(r[0]) for r in self.db.conn.execute(sql, args))
         return found
+
+    def prefetch_seen(self, namespace: str, digests: Sequence[str]) -> None:
+        """Send :meth:`seen`'s reads ahead (:meth:`~tiermem.storage.sql.Database.prefetch`)."""
+        for sql, args in self._seen_reads(namespace, digests):
+            self.db.prefetch(sql, args)
+
+    def _seen_reads(self, namespace: str, digests: Sequence[str]) -> list[tuple[str, list[str]]]:
+        namespace = self.db.redactor.ident(namespace)  # a conversation id may hold a secret (R68)
+        unique = sorted(set(digests))
+        return [(f"SELECT digest FROM flush_hashes WHERE namespace = ? AND digest IN ({', '.join('?' * len(part))})",
+                 [namespace, *part]) for part in (unique[i:i + _BATCH] for i in range(0, len(unique), _BATCH))]
 
     def remember(self, namespace: str, digests: Iterable[str], at: datetime, intent: int | None = None) -> None:
         """Record ``digests`` as journaled; with ``intent``, that intent is cleared in the same
         transaction (its append is done and now recorded)."""
         namespace = self.db.redactor.ident(namespace)
         stamp = utc_iso(at)
-        with self.db.transaction(ROWS) as conn:
-            conn.executemany(
-                "INSERT INTO flush_hashes (namespace, digest, at) VALUES (?, ?, ?)"
-                " ON CONFLICT (namespace, digest) DO NOTHING",
-                [(namespace, d, stamp) for d in set(digests)],
-            )
+        rows = [(namespace, d, stamp) for d in sorted(set(digests))]
+        with self.db.transaction(ROWS):  # the writes go with COMMIT (Database.defer)
+            if rows:
+                self.db.defer("INSERT INTO flush_hashes (namespace, digest, at) VALUES (?, ?, ?)"
+                              " ON CONFLICT (namespace, digest) DO NOTHING", rows, many=True)
             if intent is not None:
-                conn.execute("DELETE FROM journal_intents WHERE id = ?", (intent,))
+                self.db.defer("DELETE FROM journal_intents WHERE id = ?", (intent,))
 
     # --- write-ahead intents of Daily appends ----------------------------------------------
     def announce(self, user_id: str, namespace: str, day: str, offset: int, blocks: Sequence[IntentBlock],
@@ -101,14 +107,15 @@ class FlushHashRepository:
 
     def intents(self, user_id: str) -> list[JournalIntent]:
         """The unsettled intents of ``user_id``'s journal, oldest first."""
-        rows = self.db.conn.execute(
-            'SELECT id, user_id, namespace, day, "offset", blocks FROM journal_intents WHERE user_id = ? ORDER BY id',
-            (user_id,),
-        )
+        rows = self.db.conn.execute(_INTENTS, (user_id,))
         return [JournalIntent(r[0], r[1], r[2], r[3], int(r[4]),
                               [IntentBlock(str(b[0]), int(b[1]), str(b[2]), [str(d) for d in b[3]])
                                for b in json.loads(r[5])])
                 for r in rows]
+
+    def prefetch_intents(self, user_id: str) -> None:
+        """Send :meth:`intents`' read ahead (:meth:`~tiermem.storage.sql.Database.prefetch`)."""
+        self.db.prefetch(_INTENTS, (user_id,))
 
     def cancel(self, intent: int) -> None:
         """Drop an intent whose append did not happen."""

@@ -29,7 +29,10 @@ reaches the Daily file once, whichever of them sees it first; the others skip it
   :func:`settle_intents` first) looks at the file: blocks found at the offset are recorded as
   journaled, a block cut short by the kill (a torn tail that starts with the block's heading) is
   truncated away, and a block that never reached the file is forgotten, so the retry writes it
-  once. The Daily file itself carries no marker.
+  once. The Daily file itself carries no marker. Where the files are rows of the database that
+  records the digests (PostgreSQL), append and record are one transaction: no intent is needed,
+  and the write's reads (intents left by older writers, the digests seen, the day's file) go to
+  the server together with the lock, so the user's lock is held for three round trips.
 
 An extra block about some messages (a session's LLM summary) is written once too
 (:meth:`ConversationJournal.write_about`). Dedup governs the Daily write only: the running
@@ -124,6 +127,9 @@ class ConversationJournal:
         self.tool_max_chars = min(tool_max_chars, MAX_MESSAGE_CHARS)
         if hashes is not None:  # every appender of this journal settles crashed writes first
             journal.on_lock.setdefault(SETTLE_HOOK, partial(settle_intents, journal, hashes))
+            journal.on_lock_reads.setdefault(SETTLE_HOOK, partial(hashes.prefetch_intents, journal.paths.user_id))
+        # append and record commit together where the files are rows of the hashes' database
+        self.atomic = hashes is not None and hashes is journal.flush_hashes and not journal.files.durable_files
 
     def namespace(self, conversation_id: str) -> str:
         return conversation_namespace(self.scope.user_id, self.scope.agent_name, conversation_id)
@@ -140,7 +146,7 @@ class ConversationJournal:
         namespace = self.namespace(conversation_id)
         kind = check_kind(kind)  # bad kind or time: InvalidInput before anything happens
         moment = self.journal.moment(at)
-        with self.journal.exclusive() as writer:
+        with self.journal.exclusive(days=[moment.date()], reads=self._reads(namespace, digests)) as writer:
             seen = self.hashes.seen(namespace, digests) if self.hashes is not None else set()
             fresh: dict[str, NumberedMessage] = {}
             for digest, item in zip(digests, kept, strict=True):
@@ -161,10 +167,14 @@ class ConversationJournal:
         identity = hashlib.sha256("\x1f".join([kind, *digests]).encode("utf-8")).hexdigest()
         block = self.journal.block(kind, list(lines), at)  # InvalidInput before anything happens
         namespace = self.namespace(conversation_id)
-        with self.journal.exclusive() as writer:
+        with self.journal.exclusive(days=[block.day], reads=self._reads(namespace, [identity])) as writer:
             if self.hashes is not None and self.hashes.seen(namespace, [identity]):
                 return None
             return self._commit(writer, namespace, [(block, [identity])])
+
+    def _reads(self, namespace: str, digests: list[str]) -> list[Callable[[], None]]:
+        """The check of ``digests``, sent ahead with the lock (:meth:`DailyJournal.exclusive`)."""
+        return [] if self.hashes is None else [partial(self.hashes.prefetch_seen, namespace, digests)]
 
     def _redacted(self, messages: Sequence[NumberedMessage]) -> list[NumberedMessage]:
         """With redaction on, each message redacted whole (tool inputs, JSON inside strings: R68)
@@ -206,7 +216,7 @@ class ConversationJournal:
         if not groups:
             return None
         intent = None
-        if self.hashes is not None:
+        if self.hashes is not None and not self.atomic:
             day = groups[0][0].day
             blocks = [IntentBlock(hashlib.sha256(b.text.encode("utf-8")).hexdigest(), len(b.text.encode("utf-8")),
                                   b.text.split("\n", 1)[0], d) for b, d in groups]
@@ -228,6 +238,8 @@ class ConversationJournal:
         try:  # stamped now, not with the record's time: retention ages digests from when they were written
             self.hashes.remember(namespace, digests, self.journal.now(), intent=intent)
         except TiermemError as exc:  # the records stand; the intent lets the next writer record them
+            if self.atomic:  # no intent: the append must not stand either (its transaction rolls back)
+                raise
             log.warning("could not record the journaled messages of %s (the next write settles them): %s",
                         namespace, exc)
 

@@ -235,6 +235,7 @@ class DailyJournal:
         self.listener = listener
         self._lock = lock
         self.on_lock: dict[str, Callable[[], None]] = {}  # run first in each locked section (settle crashed writes)
+        self.on_lock_reads: dict[str, Callable[[], None]] = {}  # send the reads of those hooks ahead
 
     # --- reading -----------------------------------------------------------------------------
     def now(self) -> datetime:
@@ -305,20 +306,24 @@ class DailyJournal:
         return (at if at is not None else self.clock.now()).astimezone(self.tz)
 
     @contextmanager
-    def exclusive(self, key: WriteKey | None = None, *, days: Iterable[date] = ()) -> Iterator[JournalWriter]:
+    def exclusive(self, key: WriteKey | None = None, *, days: Iterable[date] = (),
+                  reads: Iterable[Callable[[], None]] = ()) -> Iterator[JournalWriter]:
         """Hold the journal's cross-process lock for a whole check-then-write: nobody else appends
         until the block ends, and ``writer.write`` inside it does not take the lock again. Where
         the files live in the database, the block's writes (files and records) are one transaction.
         Index listeners hear about the writes when the block ends; retention runs after that.
         ``key``: what the transaction locks (the user's files by default; a purge: ``STORE``).
         ``days``: the days it will append to (their files and index entries are read ahead, with
-        the first read the block makes: one round trip on PostgreSQL)."""
+        the first read the block makes: one round trip on PostgreSQL), as are the reads of the
+        ``on_lock`` hooks (``on_lock_reads``) and ``reads`` (callables that prefetch what the block reads)."""
         writer = JournalWriter(self)
         with self._after_lock(), self._guarded(key):
             for rel in (day_rel(day) for day in days):
                 self.files.prefetch(rel)
                 if self.listener is not None:
                     self.listener.prefetch(rel)
+            for send in [*self.on_lock_reads.values(), *reads]:
+                send()
             for settle in list(self.on_lock.values()):
                 settle()
             yield writer

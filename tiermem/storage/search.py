@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.storage.chunks import SHARED_AGENT
-from tiermem.storage.sql import ROWS
+from tiermem.storage.sql import PLAN_EACH_RUN, ROWS
 from tiermem.types import Scope
 
 if TYPE_CHECKING:
@@ -287,8 +287,9 @@ class SearchRepository:
     def file_items(self, user_id: str, path: str) -> list[tuple[int, str, str | None, str]]:
         """``(doc id, text, day, context)`` of a file's chunks in line order."""
         rows = self._rows(
-            "SELECT d.id, c.text, c.day, d.context FROM chunks c JOIN search_docs d ON d.source = 'chunk'"
-            " AND d.ref = CAST(c.id AS TEXT) WHERE c.user_id = ? AND c.path = ? ORDER BY c.line_start",
+            PLAN_EACH_RUN + "SELECT d.id, c.text, c.day, d.context FROM chunks c JOIN search_docs d"
+            " ON d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT) WHERE c.user_id = ? AND c.path = ?"
+            " ORDER BY c.line_start",
             [user_id, path])
         return [(int(r[0]), str(r[1]), r[2], str(r[3])) for r in rows]
 

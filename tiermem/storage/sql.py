@@ -92,6 +92,12 @@ class WriteKey:
         return WriteKey(self.names | other.names, self.store or other.store, self.shares | other.shares)
 
 
+#: Put before a read whose right plan changes as its tables grow (a join by a key the planner may
+#: instead scan for): PostgreSQL plans it at every run instead of settling on one generic plan made
+#: with the table sizes of the moment it was prepared (a fresh store's are near empty then: a scan
+#: per row, growing with the square of the table). SQLite reads it as a comment.
+PLAN_EACH_RUN = "/* planned at each run */ "
+
 STORE = WriteKey(store=True)  # the default: correct for any write, and waits for every other one
 ROWS = WriteKey()
 

@@ -47,7 +47,7 @@ from tiermem.storage.postgres.locks import named_lock_key
 from tiermem.storage.postgres.pipeline import Pipe, pipelined
 from tiermem.storage.postgres.pool import SharedPool
 from tiermem.storage.postgres.result import Result
-from tiermem.storage.sql import STORE, WriteKey
+from tiermem.storage.sql import PLAN_EACH_RUN, STORE, WriteKey
 
 WRITE_LOCK = 7_311_002  # (WRITE_LOCK, hashtext(current_schema())): the store's lock, shared by scoped writes
 _STORE_LOCK = f"{WRITE_LOCK}, hashtext(current_schema())"
@@ -333,7 +333,7 @@ def _run(conn: Any, sql: str, args: Any, many: bool) -> Result:
         if many:
             cur.executemany(sql, args)
             return Result([], cur.rowcount)
-        cur.execute(sql, args if args else None)
+        cur.execute(sql, args if args else None, prepare=False if sql.startswith(PLAN_EACH_RUN) else None)
         rows = cur.fetchall() if cur.description is not None else []
         return Result(rows, cur.rowcount)
 

@@ -75,3 +75,21 @@ def test_a_writer_embeds_its_own_scopes_items_not_another_scopes(root: Path, clo
         assert bob.vector_status().missing == left  # ada's write did not embed bob's
         assert bob.search("where does the billing API live", min_score=0.0)
         assert bob.vector_status().missing == 0  # bob's search did
+
+
+def test_an_append_embeds_its_own_records_not_the_same_users_pending_ones(root: Path, clock: FakeClock) -> None:
+    """Writers of one user: each append embeds only the records it wrote. The user's other pending
+    items (another writer's, still to be embedded by it, or left by a process that does not embed)
+    stay for their writer or the next search: an append never takes on the others' embedding, so
+    its time does not grow with how many writers the user has (issue 25)."""
+    with Memory(root, embedder=CountingEmbedder(), clock=clock, timezone="UTC", embed_on_write=False) as hook:
+        hook.daily.append("Conversation", ["user: the billing API lives in services/ledgerd"])
+        left = hook.vector_status().missing
+    assert left >= 1
+    embedder = CountingEmbedder()
+    with Memory(root, embedder=embedder, clock=clock, timezone="UTC") as mem:
+        mem.daily.append("Note", "the deploy runs on Fridays")
+        assert embedder.texts > 0
+        assert mem.vector_status().missing == left  # its own record embedded, the hook's left pending
+        assert any("services/ledgerd" in hit.text for hit in mem.search("billing API", min_score=0.0))
+        assert mem.vector_status().missing == 0  # the search embedded it

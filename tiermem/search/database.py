@@ -40,9 +40,11 @@ class DatabaseIndexer(Indexer):
         #: The version of each scope at which its items were all embedded (by whoever wrote them or here).
         self._embedded: dict[Scope, ScopeVersion] = {}
 
-    def refresh(self, scopes: Collection[Scope] | None = None) -> None:
-        """After a write: embed the written scopes' new items (waits its turn behind other writers)."""
-        self.embed_written(scopes)
+    def refresh(self, scopes: Collection[Scope] | None = None,
+                chunks: Sequence[int] | None = None) -> None:
+        """After a write: embed the written scopes' new items (``chunks``: those chunks' alone; waits
+        its turn behind other writers)."""
+        self.embed_written(scopes, chunks)
         self._prune_removed_log()
 
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,

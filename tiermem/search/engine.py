@@ -134,15 +134,16 @@ class SearchEngine:
         self._refresh({Scope(fact.user_id, fact.agent_name) for _, fact in events})
 
     def on_chunk_change(self, event: str, chunk_ids: list[int], scope: Scope | None = None) -> None:
-        """``ChunkRepository.listeners`` entry: same for Markdown chunks (of ``scope``'s user;
-        ``None``: embed every scope's pending items)."""
-        self._refresh(None if scope is None else {scope})
+        """``ChunkRepository.listeners`` entry: Markdown chunks of ``scope``'s user were added or
+        deleted; the added ones are embedded (none else of the scope: another writer's records
+        are its own to embed, or the next search's), loaded indexes updated."""
+        self._refresh(None if scope is None else {scope}, chunk_ids if event == "added" else [])
 
-    def _refresh(self, scopes: set[Scope] | None) -> None:
+    def _refresh(self, scopes: set[Scope] | None, chunks: Sequence[int] | None = None) -> None:
         if not self.settings.embed_on_write:
             return  # left pending (no vector yet): the next search, in any process, embeds them first
         try:
-            self.indexer.refresh(scopes)
+            self.indexer.refresh(scopes, chunks)
         except Exception:  # the write is committed; the next search embeds what is missing
             log.warning("could not embed new items now; the next search retries", exc_info=True)
 

@@ -343,15 +343,21 @@ class Indexer:
             self.docs.prune_removed_log()
             self._pruned_at = removed
 
-    def refresh(self, scopes: Collection[Scope] | None = None) -> None:
+    def refresh(self, scopes: Collection[Scope] | None = None, chunks: Sequence[int] | None = None) -> None:
         """After a write: embed the new items of ``scopes`` (the written ones; ``None``: every
-        scope), and bring loaded state up to date."""
+        scope) or, given ``chunks``, of those Markdown chunks alone, and bring loaded state up to date."""
         raise NotImplementedError
 
-    def embed_written(self, scopes: Collection[Scope] | None) -> None:
+    def embed_written(self, scopes: Collection[Scope] | None, chunks: Sequence[int] | None = None) -> None:
         """Embed what is pending in ``scopes`` (``None``: in every scope). A writer embeds only its
         own scopes' items: another process's are its own to embed (or the next search of their
-        scope's), so writers of different scopes never queue for each other's vector writes."""
+        scope's), so writers of different scopes never queue for each other's vector writes.
+        ``chunks``: the Markdown chunks the write added; only their items are embedded, so writers
+        of one user (whose chunks are one scope's) never take on each other's records either."""
+        if chunks is not None:
+            with self._embed_lock:
+                self._write(self.vectors.unembedded_chunks(chunks))
+            return
         if scopes is None:
             self.embed_pending()
         for scope in sorted(scopes or (), key=lambda s: (s.user_id, s.agent_name)):

@@ -78,10 +78,11 @@ class LoadedIndexer(Indexer):
         if self._files is not None:
             self._files.drop_all()
 
-    def refresh(self, scopes: Collection[Scope] | None = None) -> None:
-        """After a write: embed the written scopes' new items, then bring every loaded scope up to
-        date (waits its turn behind other writers; searches do not wait for it)."""
-        self.embed_written(scopes)
+    def refresh(self, scopes: Collection[Scope] | None = None,
+                chunks: Sequence[int] | None = None) -> None:
+        """After a write: embed the written scopes' new items (``chunks``: those chunks' alone), then
+        bring every loaded scope up to date (waits its turn behind other writers; searches do not wait for it)."""
+        self.embed_written(scopes, chunks)
         with self._sync_lock:
             for scope in list(self._loaded):
                 self._sync_locked(scope)

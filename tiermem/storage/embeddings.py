@@ -111,6 +111,17 @@ class EmbeddingRepository:
         rows = self._rows(sql + " ORDER BY id LIMIT ?", [*args, limit])
         return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
 
+    def unembedded_chunks(self, chunk_ids: Sequence[int]) -> list[PendingDoc]:
+        """The items of the Markdown chunks ``chunk_ids`` never embedded, by id (the ones a write
+        just added: read through the ``(source, ref)`` index, whatever else is pending)."""
+        found: list[PendingDoc] = []
+        for start in range(0, len(chunk_ids), 500):
+            refs = [str(int(i)) for i in chunk_ids[start:start + 500]]
+            rows = self._rows("SELECT id, source, ref, tier, text FROM search_docs WHERE source = 'chunk' AND ref IN"
+                              f" ({', '.join('?' for _ in refs)}) AND embed_hash IS NULL", refs)
+            found += [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+        return sorted(found, key=lambda doc: doc.id)
+
     def without_vector(self, model: str, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:
         """Items (of ``scope`` or all) that have no vector for ``model``, by id."""
         sql = ("SELECT d.id, d.source, d.ref, d.tier, d.text FROM search_docs d LEFT JOIN embeddings e"

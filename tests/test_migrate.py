@@ -73,7 +73,10 @@ def test_migrate_copies_every_tier_and_scope(filled: Path, tmp_path: Path, url: 
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"migrated {source / 'tiermem.db'} to postgresql://")
     assert "3 facts" in result.output and "files" in result.output
-    assert sqlite_state(source) == before  # the SQLite store is only read
+    files, rows = sqlite_state(source)
+    mark = files.pop("tiermem.postgres")  # the root names its database now: no open without the URL
+    assert mark.startswith(b"postgresql://") and (files, rows) == before  # the SQLite store is only read
+    (source / "tiermem.postgres").unlink()  # the documented way back to the SQLite store
     with open_memory(source, clock) as original, open_memory(tmp_path / "elsewhere", clock, database_url=url) as copy:
         assert copy.export() == original.export()
         for user in ("default", "bob"):

@@ -20,7 +20,9 @@ def migrate(ctx: click.Context, url: str, replace: bool, as_json: bool) -> None:
     (facts, audit, plans, the update queue, digests and marks, embeddings, Daily files, dream
     diaries, MEMORY.md and its versions). The target's schema is created first; a target that
     already holds memory is refused unless --replace. The SQLite store is only read; afterwards
-    set database_url (or TIERMEM_DATABASE_URL) to use the copy.
+    set database_url (or TIERMEM_DATABASE_URL) to use the copy: the root then holds tiermem.postgres
+    naming the database, and opening it without the URL is refused (delete that file to use the
+    SQLite store again).
 
     \b
     Example:

@@ -47,18 +47,20 @@ def _postgres(root: Path, settings: Settings) -> Database:
                     allow_symlinks=settings.allow_symlinks, pool_size=settings.postgres_pool_size,
                     statement_timeout=settings.postgres_statement_timeout_seconds)
     if settings.mirror_files:
-        _mark_mirror(root, db.label)
+        mark_mirror(root, db.label)
     return db
 
 
-def _mark_mirror(root: Path, label: str) -> None:
-    """Write :data:`POSTGRES_MARK` in ``root`` (once): the root mirrors the store at ``label``."""
+def mark_mirror(root: Path, label: str) -> None:
+    """Write :data:`POSTGRES_MARK` in ``root`` (once): the root mirrors the store at ``label``
+    (written by every open with the URL, and by ``tiermem migrate`` once it has copied the root's store)."""
     from tiermem.paths import write_private
 
     mark = root / POSTGRES_MARK
     text = (f"{label}\n\nThis root mirrors the tiermem store in the PostgreSQL database above. Open it with that"
-            " database_url (TIERMEM_DATABASE_URL, or database_url in tiermem.toml); delete this file to start"
-            " a separate SQLite store here instead.\n")
+            " database_url (TIERMEM_DATABASE_URL, or database_url in tiermem.toml). Delete this file to use a"
+            f" SQLite store here instead (a {DB_FILE} here, such as the one `tiermem migrate` copied, holds none"
+            " of what was written to the PostgreSQL store).\n")
     try:
         if not mark.is_file() or mark.read_text(encoding="utf-8", errors="replace") != text:
             write_private(mark, text.encode("utf-8"))
@@ -67,10 +69,11 @@ def _mark_mirror(root: Path, label: str) -> None:
 
 
 def _not_a_mirror(root: Path) -> None:
-    """Refuse to start a SQLite store in a root that mirrors a PostgreSQL store (a process started
-    without the URL, such as an MCP server whose client passed only the environment its config names)."""
+    """Refuse to open a SQLite store in a root that mirrors a PostgreSQL store (a process started
+    without the URL, such as an MCP server whose client passed only the environment its config names):
+    a new one, or the stale ``tiermem.db`` that ``tiermem migrate`` copied from and left in place."""
     mark = root / POSTGRES_MARK
-    if (root / DB_FILE).exists() or not mark.is_file():
+    if not mark.is_file():
         return
     try:
         label = mark.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0].strip()
@@ -78,7 +81,16 @@ def _not_a_mirror(root: Path) -> None:
         label = "a PostgreSQL database"
     raise ConfigError(f"{root} mirrors the tiermem store in {label} ({mark}), but no database_url is set: set"
                       " TIERMEM_DATABASE_URL (in an MCP client's config: its \"env\") or database_url in"
-                      f" {root / 'tiermem.toml'}; delete {mark} to start a separate SQLite store here")
+                      f" {root / 'tiermem.toml'}; {_sqlite_instead(root, mark)}")
+
+
+def _sqlite_instead(root: Path, mark: Path) -> str:
+    """What deleting the mark would open instead."""
+    db = root / DB_FILE
+    if db.exists():
+        return (f"delete {mark} to use the older SQLite store {db} instead (what was written to the PostgreSQL"
+                " store is not in it)")
+    return f"delete {mark} to start a separate SQLite store here"
 
 
 OPENERS: dict[str, Opener] = {

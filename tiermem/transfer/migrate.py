@@ -7,7 +7,10 @@ then the document is imported into it (:meth:`Memory.import_ <tiermem.memory.Mem
 rows, files, then the search index cut from the files and the vectors, reused from the export
 where the model matches). The local files are left alone (the target does not mirror into the
 root while copying), so the SQLite store stays as it was (one an older tiermem wrote gets the
-schema upgrade any opening gives it).
+schema upgrade any opening gives it). Once the copy is made the root gets ``tiermem.postgres``
+naming the target (:func:`~tiermem.storage.backend.mark_mirror`): a process opening the root
+without the URL is refused rather than handed the stale SQLite store; deleting that file opens
+the SQLite store again.
 
 A target that holds memory already (a row in any table but those a store fills by itself,
 :data:`SELF_FILLED`) is refused unless ``replace``; then rows and files
@@ -47,7 +50,7 @@ def migrate_store(root: Path, url: str, *, replace: bool = False) -> MigrateRepo
     from tiermem.config import load_settings
     from tiermem.memory import Memory
     from tiermem.redact import Redactor
-    from tiermem.storage.backend import open_database, url_scheme
+    from tiermem.storage.backend import mark_mirror, open_database, url_scheme
     from tiermem.storage.sqlite.db import Database as SqliteDatabase
     from tiermem.transfer.document import export_data
 
@@ -73,6 +76,7 @@ def migrate_store(root: Path, url: str, *, replace: bool = False) -> MigrateRepo
                              " into it anyway (rows and files there with other content are overwritten)")
     with Memory(base, database_url=url, mirror_files=False, queue_replay=False) as mem:
         counts = mem.import_(data, replace=replace)
+    mark_mirror(base, label)  # from now on the root opens only with the URL, not as the stale SQLite store
     return MigrateReport(str(path), label, counts)
 
 

@@ -147,7 +147,7 @@ def test_a_sqlite_url_is_no_database_url(tmp_path: Path) -> None:
     """The SQLite store has no URL: a ``sqlite://`` one used to open the root's file, whatever it named."""
     with pytest.raises(ConfigError, match="the SQLite store under the root needs no URL"):
         Memory(tmp_path / "mem", embedder=HashEmbedder(), database_url=f"sqlite:///{tmp_path}/elsewhere.db")
-    assert not (tmp_path / "mem" / "tiermem.db").exists() and not (tmp_path / "elsewhere.db").exists()
+    assert not (tmp_path / "mem").exists() and not (tmp_path / "elsewhere.db").exists()
 
 
 def test_a_store_written_by_0_1_0_migrates(tmp_path: Path, url: str, clock: FakeClock) -> None:
@@ -198,6 +198,21 @@ def test_init_creates_the_schema_in_postgres(tmp_path: Path, url: str) -> None:
     assert report["database"]["schema_version"] >= 1 and report["database"]["vector_extension"]
 
 
+@pytest.mark.parametrize("bad", ["mysql://root@localhost/db", "postgresql://tiermem@127.0.0.1:1/memory?connect_timeout=2"])
+@pytest.mark.parametrize("there", [False, True])
+def test_a_failed_init_leaves_the_root_as_it_was(tmp_path: Path, bad: str, there: bool) -> None:
+    root = tmp_path / "parent" / "mem"
+    if there:
+        root.mkdir(parents=True)
+        (root / "notes.txt").write_text("mine")
+    result = run(root, "init", env={"TIERMEM_DATABASE_URL": bad})
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    if there:
+        assert [p.name for p in root.iterdir()] == ["notes.txt"]
+    else:
+        assert not (tmp_path / "parent").exists()
+
+
 @contextmanager
 def database_without_vector() -> Iterator[str]:
     """A URL of a database without pgvector (the server's template1, where only its owner may create
@@ -231,6 +246,7 @@ def test_init_names_the_vector_extension_when_it_cannot_be_created(tmp_path: Pat
     line = result.output.strip()
     assert "'vector'" in line and "pgvector" in line and "CREATE EXTENSION vector" in line
     assert SECRET not in line and len(line.splitlines()) == 1
+    assert not (tmp_path / "mem").exists()  # a failed init leaves no root behind
 
 
 # --- credentials -----------------------------------------------------------------------------------

@@ -90,11 +90,11 @@ class Memory:
         check_names(None if self._llm_object else self.settings.llm,
                     None if self._embedder_object else self.settings.embedder)
         self.clock: Clock = clock if clock is not None else SystemClock()
-        from tiermem.paths import make_dirs
+        from tiermem.paths import made_dirs
         from tiermem.storage.backend import open_database
 
-        make_dirs(self.root)  # a root tiermem creates is 0700
-        self.db: Database = open_database(self.root, self.settings)
+        with made_dirs(self.root):  # a root tiermem creates is 0700; one an open that failed created is gone again
+            self.db: Database = open_database(self.root, self.settings)
         self._repo = FactRepository(self.db)
         self._closed = False
         self._close_lock = threading.Lock()

@@ -27,6 +27,7 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -148,6 +149,21 @@ def make_dirs(path: Path) -> None:
         raise
     with contextlib.suppress(OSError):
         os.chmod(path, DIR_MODE)  # mkdir's mode passes through the umask
+
+
+@contextlib.contextmanager
+def made_dirs(path: Path) -> Iterator[None]:
+    """:func:`make_dirs` for a body that may fail: when it raises, the folders this created are
+    removed again (those still empty), so bad input leaves no new root behind."""
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]  # deepest first
+    make_dirs(path)
+    try:
+        yield
+    except BaseException:
+        for folder in missing:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def open_private(path: Path, flags: int) -> int:

@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from tiermem import validate
 from tiermem.cli.app import cli, json_option, print_json, state_of
 from tiermem.config import CONFIG_FILE
-from tiermem.paths import make_dirs, write_private
+from tiermem.paths import made_dirs, write_private
 from tiermem.types import Scope
 
 _TEMPLATE = """\
@@ -52,11 +52,11 @@ def init(ctx: click.Context) -> None:
       TIERMEM_DATABASE_URL=postgresql://tiermem@db:5432/memory tiermem init
     """
     state = state_of(ctx)
-    make_dirs(state.root)  # 0700
-    config = state.root / CONFIG_FILE
-    if not config.exists():
-        write_private(config, _TEMPLATE.encode("utf-8"))  # 0600: it may hold a database password
-    mem = state.memory(announce=False)
+    with made_dirs(state.root):  # 0700; an init that fails (a bad URL) leaves the root as it was
+        mem = state.memory(announce=False)
+        config = state.root / CONFIG_FILE
+        if not config.exists():
+            write_private(config, _TEMPLATE.encode("utf-8"))  # 0600: it may hold a database password
     root = state.root.resolve()
     click.echo(f"initialised {root}")
     if not Path(mem.db.label).is_relative_to(root):  # the store is in a database server

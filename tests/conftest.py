@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pg_helpers  # noqa: F401  (reads TIERMEM_TEST_DATABASE_URL before any test clears TIERMEM_*)
 import pytest
 
 from tiermem import Memory

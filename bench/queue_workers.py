@@ -41,7 +41,6 @@ import json
 import multiprocessing as mp
 import os
 import re
-import resource
 import signal
 import sys
 import tempfile
@@ -120,9 +119,11 @@ def _worker(root: str, url: str | None, log_path: str, barrier: Any, llm_ms: flo
     mem.queue.outbox.done = done
     mem.search("warm up", k=1)  # numpy and the search engine imported before the clock starts
     barrier.wait()
+    cpu = time.process_time()
     deadline = time.monotonic() + 1800
     while not mem.queue.flush() and time.monotonic() < deadline:
         time.sleep(0.01)  # items in flight at another worker: wait for them, or for a dead one's claim
+    Path(f"{log_path}.cpu").write_text(f"{time.process_time() - cpu}\n")  # after the start, not the imports
     log.close()
     mem.close()
 
@@ -198,7 +199,7 @@ def run(backend: str, base: Path, url: str | None, workers: int, items: int, kil
         for proc in procs:
             proc.start()
     barrier.wait()
-    start, cpu = time.perf_counter(), _children_cpu()
+    start = time.perf_counter()
     killed_at = None
     if kill:
         while sum(len(p.read_text().split()) for p in logs if p.exists()) < items // 4:
@@ -208,7 +209,8 @@ def run(backend: str, base: Path, url: str | None, workers: int, items: int, kil
         killed_at = round(time.perf_counter() - start, 2)
     for proc in procs:
         proc.join()
-    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
+    wall = time.perf_counter() - start
+    cpu = sum(float(p.read_text()) for w in range(workers) if (p := base / f"done-{w}.log.cpu").exists())
     codes = [proc.exitcode for proc in procs]
     if any(codes[1:] if kill else codes):
         raise SystemExit(f"a worker failed: exit codes {codes}")
@@ -216,12 +218,6 @@ def run(backend: str, base: Path, url: str | None, workers: int, items: int, kil
     return {"backend": backend, "workers": workers, "users": users, "llm_ms": llm_ms, "items": items,
             "killed": kill, "killed_at_s": killed_at, "seconds": round(wall, 2),
             "items_per_s": round(items / wall, 1), "worker_cpu_ms_per_item": round(cpu * 1000 / items, 1), **check}
-
-
-def _children_cpu() -> float:
-    """CPU seconds (user + system) of the ended child processes (the workers, once joined)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def bad(row: dict[str, Any]) -> bool:

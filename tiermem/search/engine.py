@@ -214,8 +214,13 @@ class SearchEngine:
             found = self.indexer.nearest_cosines(scope, vector, n, filters, also, version)
         vectors = RankedList("vector", s.search_vector_weight, found.hits)
         lists = [*keyword.lists, vectors]
-        rows = self.docs.docs(list({doc_id: None for lst in lists if lst.weight > 0 for doc_id, _ in lst.items}))
-        evidence, why = self._evidence(scope, keyword.terms, vector, rows, found)
+        ids = list({doc_id: None for lst in lists if lst.weight > 0 for doc_id, _ in lst.items})
+        holding = None
+        if keyword.terms.terms and s.search_keyword_weight > 0:  # the items with the terms they hold (coverage)
+            rows, holding = self.docs.docs_holding(ids, keyword.terms.keys)
+        else:
+            rows = self.docs.docs(ids)
+        evidence, why = self._evidence(scope, keyword.terms, vector, rows, found, holding)
         order = fuse(lists, evidence, s.search_fusion)
         if (s.search_fusion == "weighted" and (s.search_reply_support > 0 or s.search_next_support > 0)
                 and any(row.tier == "daily" for row in rows.values())):
@@ -261,15 +266,17 @@ class SearchEngine:
         return lifted
 
     def _evidence(self, scope: Scope, terms: QueryTerms, vector: npt.NDArray[np.float32],
-                  rows: dict[int, DocRow], known: Cosines | None = None
+                  rows: dict[int, DocRow], known: Cosines | None = None,
+                  held: dict[int, dict[str, set[str]]] | None = None
                   ) -> tuple[dict[int, float], dict[int, dict[str, float]]]:
         """The evidence score of every candidate (:mod:`tiermem.search.evidence`), and what made
         it: ``{"keyword": coverage, "vector": cosine}`` (shown by ``tiermem ui``); ``known``: the
-        cosines already computed with the vector search (only the others are asked for)."""
+        cosines already computed with the vector search (only the others are asked for); ``held``:
+        the query's terms each candidate holds, read with it."""
         blend = self.blend()
         coverage: dict[int, float] = {}
         if blend.keyword_weight > 0:
-            coverage = self.keywords.coverage(terms, {doc_id: row.text for doc_id, row in rows.items()})
+            coverage = self.keywords.coverage(terms, {doc_id: row.text for doc_id, row in rows.items()}, held)
         similarity: dict[int, float] = {}
         if blend.vector_weight > 0:
             known = known or Cosines([], {}, set())

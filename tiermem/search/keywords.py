@@ -124,11 +124,14 @@ class KeywordSearch:
             terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
         return QueryTerms(tuple(terms), self.context_weight)
 
-    def coverage(self, terms: QueryTerms, texts: Mapping[int, str]) -> dict[int, float]:
-        """The keyword coverage of indexed items (``doc id -> text``), see :mod:`.evidence`."""
+    def coverage(self, terms: QueryTerms, texts: Mapping[int, str],
+                 held: Mapping[int, dict[str, set[str]]] | None = None) -> dict[int, float]:
+        """The keyword coverage of indexed items (``doc id -> text``), see :mod:`.evidence`;
+        ``held``: which of the terms they hold, when read already (:meth:`SearchIndex.docs_holding`)."""
         if not terms.terms:
             return {}
-        held = self.docs.held_terms(terms.keys, list(texts))
+        if held is None:
+            held = self.docs.held_terms(terms.keys, list(texts))
         return {doc_id: terms.coverage(text, held.get(doc_id, {})) for doc_id, text in texts.items()}
 
     def text_coverage(self, terms: QueryTerms, texts: Sequence[str]) -> list[float]:

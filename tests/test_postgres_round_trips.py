@@ -26,6 +26,7 @@ from tiermem import Memory  # noqa: E402
 from tiermem.storage.outbox import OutboxRepository  # noqa: E402
 from tiermem.storage.postgres.db import PgDatabase  # noqa: E402
 from tiermem.storage.postgres.trips import count_round_trips, parse_trace  # noqa: E402
+from tiermem.storage.search import open_search_index  # noqa: E402
 from tiermem.testing import HashEmbedder  # noqa: E402
 
 WARM, RUNS = 12, 6
@@ -181,6 +182,36 @@ def test_an_append_waits_while_someone_holds_the_journal_lock(tmp_path: Path, ur
         appender.join(30)
         assert not appender.is_alive() and not failed
         assert "while the lock was held" in mem.daily.read()
+
+
+def test_the_items_of_any_count_of_ids_are_read_by_one_statement_text(tmp_path: Path, url: str) -> None:
+    """The ids go as one array: psycopg prepares the items' read once, not once per candidate count."""
+    with _memory(tmp_path / "mem", url, embed_on_write=False) as mem:
+        for i in range(6):
+            mem.facts.add(f"fact number {i} of six")
+        docs = open_search_index(mem.db)
+        ids = sorted(int(r[0]) for r in mem.db.rows("SELECT id FROM search_docs", (), "test"))
+        texts: set[str] = set()
+        for n in range(1, len(ids) + 1):
+            with count_round_trips(mem.db) as trips:
+                assert sorted(docs.docs(ids[:n])) == ids[:n]
+            texts.update(trips.statements)
+        assert len(ids) == 6 and len(texts) == 1, texts
+
+
+def test_a_words_index_terms_are_read_from_the_server_once_per_process(url: str) -> None:
+    first, again = PgDatabase(url), PgDatabase(url)
+    try:
+        word = f"running{uuid.uuid4().hex[:6]}s"
+        with count_round_trips(first) as trips:
+            terms = open_search_index(first).index_terms(["The", word])
+        assert trips.count == 1 and terms[0] == ["the"] and terms[1]
+        with count_round_trips(again) as trips:  # another store of the process: the terms are kept
+            assert open_search_index(again).index_terms([word, "The", word]) == [terms[1], ["the"], terms[1]]
+        assert trips.count == 0
+    finally:
+        first.close()
+        again.close()
 
 
 #: Issue 25: a hybrid search (``Memory.search``; steady state: psycopg has prepared the statements it

@@ -286,12 +286,18 @@ class SearchRepository:
         out: list[tuple[DocRow, tuple[Any, ...]]] = []
         for start in range(0, len(ids), 500):
             part = [int(i) for i in ids[start:start + 500]]
+            among, args = self._ids_in("d.id", part)
             sql = ("SELECT d.id, d.source, d.ref, d.tier, d.category, d.at, d.text, c.path, c.line_start,"
-                   f" c.line_end{also} FROM search_docs d LEFT JOIN chunks c ON c.id = {_CHUNK_ID}"
-                   f" WHERE d.id IN ({', '.join('?' for _ in part)})")
+                   f" c.line_end{also} FROM search_docs d LEFT JOIN chunks c ON c.id = {_CHUNK_ID} WHERE {among}")
             out.extend((DocRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]), tuple(r[10:]))
-                       for r in self._rows(sql, part))
+                       for r in self._rows(sql, args))
         return out
+
+    @staticmethod
+    def _ids_in(column: str, ids: list[int]) -> tuple[str, list[Any]]:
+        """The condition ``column`` is one of ``ids``, with its arguments: a placeholder each (SQLite
+        has no arrays; PostgreSQL overrides it with one array, so the text is the same for any count)."""
+        return f"{column} IN ({', '.join('?' for _ in ids)})", list(ids)
 
     def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:
         """The ``(user_id, path)`` of the Markdown files the chunk items ``doc_ids`` belong to."""

@@ -27,6 +27,7 @@ never as query syntax.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +44,11 @@ from tiermem.storage.search import (
 from tiermem.storage.sql import Database
 from tiermem.types import Scope
 
+#: :meth:`TsSearch.index_terms` of the texts (query words) seen in this process, up to
+#: ``_TERMS_MAX`` of them (then forgotten at once), each at most ``_TERMS_TEXT_MAX`` characters.
+_TERMS: dict[str, list[str]] = {}
+_TERMS_LOCK = threading.Lock()
+_TERMS_MAX, _TERMS_TEXT_MAX = 50_000, 100
 _PUNCT = r"\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e"  # ASCII punctuation: a space to the word parser
 #: ``doc_freqs`` index -> (column, tsquery weights): own text (A, C), text or context, grams.
 _DF_COLUMNS = {"text": ("words", "AC"), "words": ("words", ""), "grams": ("grams", "")}
@@ -209,6 +215,12 @@ def _inlined(sql: str, args: Sequence[str]) -> str:
 class TsSearch(SearchRepository):
     """Keyword search over the ``words`` and ``grams`` columns, plus the portable item lookups."""
 
+    @staticmethod
+    def _ids_in(column: str, ids: list[int]) -> tuple[str, list[Any]]:
+        """One array parameter: psycopg prepares the statement once for any number of ids (a
+        placeholder each made each candidate count a statement of its own)."""
+        return f"{column} = ANY(?)", [list(ids)]
+
     def match_words(self, words: Sequence[str], keys: Sequence[Sequence[str]], scope: Scope, flt: DocFilter,
                     limit: int, context_weight: float) -> Ranked:
         """Ranked by ``ts_rank`` with the context (weights B, D) at ``context_weight``."""
@@ -258,7 +270,22 @@ class TsSearch(SearchRepository):
         return [(int(r[0]), str(r[1])) for r in rows]
 
     def index_terms(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each token's English stems, or its ``simple`` form when English drops it (a stop word)."""
+        """Each token's English stems, or its ``simple`` form when English drops it (a stop word).
+        A short text's terms never change (the dictionaries are PostgreSQL's, the folding ours):
+        they are kept in the process (:data:`_TERMS`), so a word already seen costs no round trip."""
+        with _TERMS_LOCK:
+            known = {text: _TERMS[text] for text in texts if text in _TERMS}
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        if missing:
+            fresh = dict(zip(missing, self._index_terms(missing), strict=True))
+            with _TERMS_LOCK:
+                if len(_TERMS) + len(fresh) > _TERMS_MAX:
+                    _TERMS.clear()
+                _TERMS.update((text, terms) for text, terms in fresh.items() if len(text) <= _TERMS_TEXT_MAX)
+            known.update(fresh)
+        return [list(known[text]) for text in texts]
+
+    def _index_terms(self, texts: Sequence[str]) -> list[list[str]]:
         found: list[list[str]] = [[] for _ in texts]
         if not texts:
             return found

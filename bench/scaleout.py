@@ -5,7 +5,10 @@
 1. ``bench/multiwriter.py``: ``facts.add`` and ``daily.append`` with 1, 2, 4 and 8 writer
    processes, every writer as the same user and every writer as its own user (one scope each);
    writes/s, median and p95 of one call, lost / doubled / torn per run;
-2. ``bench/queue_workers.py``: 1 and 4 workers draining the same queue; items/s, 4 / 1;
+2. ``bench/queue_workers.py``: 1 and 4 workers draining the same queue; items/s, 4 / 1; three
+   queues: every item one user's and no model (the store alone), items of 16 users and no model,
+   and items of 16 users with a scripted extraction model answering after 200 ms (the provider
+   wait that workers exist to overlap; ``--llm-ms``);
 3. ``bench/search.py`` / ``bench/search_postgres.py``: the hybrid search at 100k items on both
    backends (the data built once and kept: ``/tmp/tiermem-bench``, and a schema on the server);
    median, PostgreSQL / SQLite.
@@ -40,9 +43,10 @@ import queue_workers  # noqa: E402
 from pgserver import DEFAULT_CACHE, ensure_vector, pin_server, pinned, server_url  # noqa: E402
 
 FULL: dict[str, Any] = {"counts": [1, 2, 4, 8], "scopes": ["same", "different"], "n": 100, "items": 500,
-                        "search_n": 100_000, "queries": 100}
-QUICK: dict[str, Any] = {"counts": [1, 4], "scopes": ["different"], "n": 10, "items": 40, "search_n": 1000,
-                         "queries": 20}
+                        "llm_items": 200, "search_n": 100_000, "queries": 100}
+QUICK: dict[str, Any] = {"counts": [1, 4], "scopes": ["different"], "n": 10, "items": 40, "llm_items": 20,
+                         "search_n": 1000, "queries": 20}
+QUEUES = [(1, 0), (16, 0), (16, 200)]  # (users, ms per extraction call)
 KINDS = {"facts": "`facts.add`", "journal": "`daily.append`"}
 
 
@@ -67,13 +71,22 @@ def writes_table(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def queue_label(users: int, llm_ms: float) -> str:
+    return f"{'one user' if users == 1 else f'{users} users'}, " + (f"{llm_ms:g} ms model" if llm_ms else "no model")
+
+
 def queue_table(rows: list[dict[str, Any]], counts: list[int]) -> list[str]:
-    out = ["| backend | " + " | ".join(f"{w} worker(s), items/s" for w in counts) + " | ratio | split |",
-           "|---|" + "---|" * (len(counts) + 2)]
-    for backend in ("sqlite", "postgres"):
-        rates = [_find(rows, backend=backend, workers=w)["items_per_s"] for w in counts]
-        split = _find(rows, backend=backend, workers=counts[-1])["items_per_worker"]
-        out.append(f"| {backend} | " + " | ".join(map(str, rates)) + f" | {_ratio(rates[-1], rates[0])} | {split} |")
+    out = ["| queue | backend | " + " | ".join(f"{w} worker(s), items/s" for w in counts) + " | ratio | split |",
+           "|---|---|" + "---|" * (len(counts) + 2)]
+    for users, llm_ms in QUEUES:
+        for backend in ("sqlite", "postgres"):
+            mine = [r for r in rows if r["backend"] == backend and r["users"] == users and r["llm_ms"] == llm_ms]
+            if not mine:
+                continue
+            rates = [_find(mine, workers=w)["items_per_s"] for w in counts]
+            split = _find(mine, workers=counts[-1])["items_per_worker"]
+            out.append(f"| {queue_label(users, llm_ms)} | {backend} | " + " | ".join(map(str, rates))
+                       + f" | {_ratio(rates[-1], rates[0])} | {split} |")
     return out
 
 
@@ -101,8 +114,11 @@ def targets(writes: list[dict[str, Any]], queue: list[dict[str, Any]], search: d
             _ratio(pg["writes_per_s"], sq["writes_per_s"]), "≥ 0.5", pg["writes_per_s"] >= 0.5 * sq["writes_per_s"])
         add(f"`daily.append`, {top} writers of {label}: PG p95 / median", _ratio(pg["p95_ms"], pg["median_ms"]),
             "≤ 3", pg["p95_ms"] <= 3 * pg["median_ms"])
-    q1, q4 = (_find(queue, backend="postgres", workers=c)["items_per_s"] for c in (counts[0], counts[-1]))
-    add(f"queue, PG {counts[-1]} workers / one worker, items/s", _ratio(q4, q1), "≥ 3", q4 >= 3 * q1)
+    for users, llm_ms in QUEUES:
+        q1, q4 = (_find(queue, backend="postgres", workers=c, users=users, llm_ms=llm_ms)["items_per_s"]
+                  for c in (counts[0], counts[-1]))
+        add(f"queue ({queue_label(users, llm_ms)}), PG {counts[-1]} workers / one worker, items/s",
+            _ratio(q4, q1), "≥ 3", q4 >= 3 * q1)
     pg_s, sq_s = search["postgres"]["median_ms"], search["sqlite"]["median_ms"]
     add(f"search at {search['sqlite']['n']:,}: PG / SQLite median", _ratio(pg_s, sq_s), "≤ 1.5", pg_s <= 1.5 * sq_s)
     wrong = sum(multiwriter.bad(r) for r in writes) + sum(queue_workers.bad(r) for r in queue)
@@ -164,7 +180,9 @@ def main() -> None:
 
     writes = multiwriter.sweep(list(KINDS), ["sqlite", "postgres"], plan["counts"], plan["scopes"],
                                plan["n"], url, args.taskset, show)
-    queue = queue_workers.sweep(["sqlite", "postgres"], [1, 4], plan["items"], False, url, args.taskset, show)
+    queue = [row for users, llm_ms in QUEUES
+             for row in queue_workers.sweep(["sqlite", "postgres"], [1, 4], plan["llm_items" if llm_ms else "items"],
+                                            False, url, args.taskset, show, [users], llm_ms)]
     search = run_search(plan["search_n"], plan["queries"], url, args.taskset)
     show(search)
     head |= {"load_after": os.getloadavg(), "minutes": round((time.monotonic() - started) / 60, 1)}

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from queue_helpers import rows
+from queue_helpers import rows, sql
 from transfer_helpers import CountingEmbedder
 
 from tiermem import Memory
@@ -93,3 +93,21 @@ def test_an_append_embeds_its_own_records_not_the_same_users_pending_ones(root: 
         assert mem.vector_status().missing == left  # its own record embedded, the hook's left pending
         assert any("services/ledgerd" in hit.text for hit in mem.search("billing API", min_score=0.0))
         assert mem.vector_status().missing == 0  # the search embedded it
+
+
+def test_a_record_whose_vector_write_was_lost_is_embedded_again_by_the_next_search(
+        root: Path, clock: FakeClock) -> None:
+    """PostgreSQL commits a vector write without waiting for the WAL flush: a server crash may lose
+    it, leaving the state before it (the items' ``embed_hash`` NULL, their vectors absent). Those
+    items are pending again, and the next search of their scope embeds them."""
+    with Memory(root, embedder=CountingEmbedder(), clock=clock, timezone="UTC") as mem:
+        write(mem)
+        assert unembedded(root) == 0
+    sql(root, "DELETE FROM embeddings")  # as if the vector write had never committed
+    sql(root, "UPDATE search_docs SET embed_hash = NULL")
+    assert unembedded(root) >= 2
+    reader = CountingEmbedder()
+    with Memory(root, embedder=reader, clock=clock, timezone="UTC") as mem:
+        hits = mem.search("where does the billing API live", min_score=0.0)
+        assert unembedded(root) == 0 and mem.vector_status().missing == 0
+        assert reader.texts > 1 and any("services/ledgerd" in hit.text for hit in hits)

@@ -165,3 +165,36 @@ def test_quotes_and_backslashes_in_indexed_text_are_found(tmp_path: Path, url: s
         assert fact is not None
         for query in ("O'Brien", "C:\\bees", "‘honey’", "'bees':* & !hive"):
             assert [h.ref for h in mem.search(query, min_score=0)] == [fact.id], query
+
+
+def _graph_index(mem: Memory, model: str) -> bool:
+    found = mem.db.rows("SELECT to_regclass('search_vectors_hnsw_' || key) IS NOT NULL FROM search_models"
+                        " WHERE model = ?", (model,), "test")
+    return bool(found and found[0][0])
+
+
+def _rows_of(mem: Memory, model: str) -> int:
+    return int(mem.db.rows("SELECT COUNT(*) FROM search_vectors v JOIN search_models m ON m.key = v.model_key"
+                           " WHERE m.model = ?", (model,), "test")[0][0])
+
+
+def test_a_models_key_is_found_by_its_name_first_seen_switched_and_dropped_by_another_store(
+        tmp_path: Path, url: str) -> None:
+    """The vector write finds the model's key by its name in each statement: a model first seen is
+    registered with its graph index; another model gets its own; a model whose row another store
+    dropped (``reindex --drop-other-models``) while this one had it registered is made again, with
+    its graph index, at this store's next write, and its rows land under the new key."""
+    with open_memory(tmp_path / "a", url) as mem, \
+            Memory(tmp_path / "b", embedder=HashEmbedder(8), database_url=url, user_id="small",
+                   timezone="UTC") as other:
+        first, second = mem._search.indexer.model, other._search.indexer.model
+        assert first != second
+        mem.facts.add("the first model's fact")
+        assert _graph_index(mem, first) and _rows_of(mem, first) > 0
+        other.facts.add("the second model's fact")
+        assert _graph_index(mem, second) and _rows_of(mem, second) > 0
+        other._search.indexer.vectors.drop_models_except(second)
+        assert _rows_of(mem, first) == 0 and not _graph_index(mem, first)
+        mem.facts.add("a fact written after the drop")
+        assert _graph_index(mem, first)
+        assert _rows_of(mem, first) == 1  # this write's item (the earlier ones lost their vectors with the drop)

@@ -143,21 +143,35 @@ def halfvec(blob: bytes) -> Any:
 
 
 class PgEmbeddings(EmbeddingRepository):
-    """The portable cache, plus the ``search_vectors`` rows of every link it writes."""
+    """The portable cache, plus the ``search_vectors`` rows of every link it writes.
+
+    A write of vectors holds its users' vector locks for two round trips: ``BEGIN`` with the locks,
+    and ``COMMIT`` with every statement (the model's key is found by its name in each). It commits
+    without waiting for the WAL flush (``synchronous_commit = off``, that transaction only, never
+    a caller's): it holds derived data only, and a server crash that loses it leaves its items'
+    ``embed_hash`` NULL, so they are pending again and embedded by the next search of their scope
+    (once the scope's version moved since that process's last look) or by ``reindex``."""
 
     SENTENCE_TEST = ("d.text ~ ?", "[.!?…。！？][ \n\t]")
 
     def __init__(self, db: Database, exact_max_rows: int | None = None) -> None:
         super().__init__(db)
         self.exact_max_rows = _limit(exact_max_rows)
+        self._ready: set[str] = set()  # models registered, with their graph index, by this object
 
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
               parts: Sequence[tuple[str, int]] = ()) -> None:
+        outermost = not self.db.conn.in_transaction
         with self.db.transaction(self._writing(model, [doc_id for _, doc_id in (*links, *parts)])) as conn:
+            if outermost:  # derived data only (see the class docstring); never a caller's own transaction
+                self.db.defer("SET LOCAL synchronous_commit = off")
             self._write(conn, model, dim, vectors, links, contexts)
-            if links or parts:
-                self._index(conn, model, dim, dict(vectors), links, parts)
+            registered = self._index(conn, model, dim, dict(vectors), links, parts) if links or parts else None
+        if registered is not None and registered.fetchall():  # the model's row had gone: made again, unindexed
+            self._ready.discard(model)
+            self._model_key(self.db.conn, model, dim)  # its graph index
+            self._ready.add(model)
 
     def _writing(self, model: str, doc_ids: Sequence[int]) -> WriteKey:
         """The key of a write of vectors for ``doc_ids``: one name per user they belong to (a new
@@ -174,57 +188,68 @@ class PgEmbeddings(EmbeddingRepository):
         return key
 
     def _index(self, conn: Any, model: str, dim: int, blobs: dict[str, bytes], links: Sequence[tuple[str, int]],
-               parts: Sequence[tuple[str, int]]) -> None:
-        """Copy the linked vectors into ``search_vectors`` (an item's own vector replaces its old one)."""
-        key, dim = self._model_key(conn, model, dim)
+               parts: Sequence[tuple[str, int]]) -> Any:
+        """Copy the linked vectors into ``search_vectors`` (an item's own vector replaces its old one).
+        Every statement finds the model's key by its name and is queued to go with ``COMMIT``
+        (Database.defer): no round trip while the users' vector locks are held. The first write of a
+        model in this object registers it (and its graph index) first; the result returned names
+        the model's key when its row had gone since (another store's ``reindex --drop-other-models``)
+        and this write made it again."""
+        if model not in self._ready:
+            self._model_key(conn, model, dim)
+            self._ready.add(model)
         missing = sorted({h for h, _ in (*links, *parts)} - set(blobs))
         if missing:
             rows = conn.execute("SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash = ANY(?)",
                                 (model, missing)).fetchall()
             blobs.update((str(r[0]), bytes(r[1])) for r in rows)
-        if links:  # this and the insert go with the graph check below (Database.defer)
-            self.db.defer("DELETE FROM search_vectors WHERE model_key = ? AND own AND doc_id = ANY(?)",
-                          (key, sorted({doc_id for _, doc_id in links})))
-        rows = [(key, h, own, halfvec(blobs[h]), key, doc_id)
+        registered = self.db.defer("INSERT INTO search_models (model, dim) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM"
+                                   " search_models WHERE model = ?) ON CONFLICT (model) DO NOTHING RETURNING key",
+                                   (model, dim, model))
+        if links:
+            self.db.defer("DELETE FROM search_vectors WHERE model_key = (SELECT key FROM search_models WHERE model = ?)"
+                          " AND own AND doc_id = ANY(?)", (model, sorted({doc_id for _, doc_id in links})))
+        rows = [(h, own, halfvec(blobs[h]), doc_id, model, len(blobs[h]) // 4)
                 for own, pairs in ((True, links), (False, parts)) for h, doc_id in pairs
-                if len(blobs.get(h, b"")) == 4 * dim]
+                if blobs.get(h) and len(blobs[h]) % 4 == 0]  # of the model's dimension: by the join below
         if rows:
             self.db.defer(
                 "INSERT INTO search_vectors (doc_id, model_key, content_hash, own, user_id, agent_name, tier, category,"
-                " at, vector, indexed) SELECT d.id, ?, ?, ?, d.user_id, d.agent_name, d.tier, d.category, d.at, ?,"
-                " EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = ? AND g.user_id = d.user_id AND g.indexed)"
-                " FROM search_docs d WHERE d.id = ? ON CONFLICT DO NOTHING", rows, many=True)
-            self._grow_graph(conn, key, sorted({doc_id for *_, doc_id in rows}))
+                " at, vector, indexed) SELECT d.id, m.key, ?, ?, d.user_id, d.agent_name, d.tier, d.category, d.at, ?,"
+                " EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = m.key AND g.user_id = d.user_id"
+                " AND g.indexed) FROM search_docs d JOIN search_models m ON d.id = ? AND m.model = ? AND m.dim = ?"
+                " ON CONFLICT DO NOTHING", rows, many=True)
+            self._grow_graph(model, sorted({int(r[3]) for r in rows}))
+        return registered
 
-    def _grow_graph(self, conn: Any, key: int, doc_ids: list[int]) -> None:
+    def _grow_graph(self, model: str, doc_ids: list[int]) -> None:
         """Put into the graph the rows of the users these items belong to that have just passed
-        ``exact_max_rows`` (a bounded count, only for users not in the graph yet)."""
-        grown = conn.execute(
-            "SELECT u.user_id FROM (SELECT DISTINCT user_id FROM search_docs WHERE id = ANY(?)) AS u"
-            " WHERE NOT EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = ? AND g.user_id = u.user_id"
-            " AND g.indexed) AND (SELECT COUNT(*) FROM (SELECT 1 FROM search_vectors c WHERE c.model_key = ?"
-            " AND c.user_id = u.user_id LIMIT ?) AS s) > ?",
-            (doc_ids, key, key, self.exact_max_rows + 1, self.exact_max_rows)).fetchall()
-        for (user_id,) in grown:
-            conn.execute("UPDATE search_vectors SET indexed = true WHERE model_key = ? AND user_id = ? AND NOT indexed",
-                         (key, user_id))
+        ``exact_max_rows`` (a bounded count, only for users not in the graph yet); queued with the rest."""
+        self.db.defer(
+            "WITH grown AS MATERIALIZED (SELECT m.key, u.user_id FROM search_models m,"
+            " (SELECT DISTINCT user_id FROM search_docs WHERE id = ANY(?)) AS u WHERE m.model = ?"
+            " AND NOT EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key = m.key AND g.user_id = u.user_id"
+            " AND g.indexed) AND (SELECT COUNT(*) FROM (SELECT 1 FROM search_vectors c WHERE c.model_key = m.key"
+            " AND c.user_id = u.user_id LIMIT ?) AS s) > ?)"
+            " UPDATE search_vectors v SET indexed = true FROM grown WHERE v.model_key = grown.key"
+            " AND v.user_id = grown.user_id AND NOT v.indexed",
+            (doc_ids, model, self.exact_max_rows + 1, self.exact_max_rows))
 
-    def _model_key(self, conn: Any, model: str, dim: int) -> tuple[int, int]:
-        """The model's number and dimension (registered, with its HNSW index, on first use)."""
-        row = conn.execute("SELECT key, dim FROM search_models WHERE model = ?", (model,)).fetchone()
-        if row is not None:
-            return int(row[0]), int(row[1])
-        made = conn.execute("INSERT INTO search_models (model, dim) VALUES (?, ?) ON CONFLICT (model) DO NOTHING"
-                            " RETURNING key", (model, dim)).fetchone()
-        if made is None:  # another writer registered it first (it waited for its commit)
-            row = conn.execute("SELECT key, dim FROM search_models WHERE model = ?", (model,)).fetchone()
-            return int(row[0]), int(row[1])
-        key = int(made[0])
-        if dim <= HNSW_MAX_DIM:
-            conn.execute(hnsw_index_sql(key, dim))
-        return key, dim
+    def _model_key(self, conn: Any, model: str, dim: int) -> None:
+        """Register the model (its row) and make its HNSW index when it lacks one."""
+        row = conn.execute("SELECT key, dim, to_regclass('search_vectors_hnsw_' || key) IS NULL FROM search_models"
+                           " WHERE model = ?", (model,)).fetchone()
+        if row is None:
+            made = conn.execute("INSERT INTO search_models (model, dim) VALUES (?, ?) ON CONFLICT (model) DO NOTHING"
+                                " RETURNING key", (model, dim)).fetchone()
+            if made is None:  # another writer registered it first (it waited for its commit)
+                return
+            row = (made[0], dim, True)
+        if row[2] and int(row[1]) <= HNSW_MAX_DIM:
+            conn.execute(hnsw_index_sql(int(row[0]), int(row[1])))
 
     def drop_models_except(self, model: str) -> int:
+        self._ready.intersection_update({model})
         with self.db.transaction() as conn:
             gone = conn.execute("DELETE FROM search_models WHERE model <> ? RETURNING key", (model,)).fetchall()
             for row in gone:

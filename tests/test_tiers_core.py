@@ -171,3 +171,28 @@ def test_without_the_mirror_no_file_is_written_or_read(tmp_path: Path, backend: 
         assert not mem.core.path.exists()
         mem.core.path.write_text("- a stray file\n", encoding="utf-8")
         assert mem.core.items() == ["in the database only"] and mem.dream_versions() == []
+
+
+def test_a_search_sees_memory_md_changed_between_searches(tmp_path: Path, backend: str) -> None:
+    """Each search looks at MEMORY.md again (PostgreSQL: its revision, read with the daily files', and
+    the mirror's bytes; the stored text is read when either moved): a hand edit, and on PostgreSQL
+    another root's write, are found by the next search and the mirror follows."""
+    a = Memory(tmp_path / "a", embedder="hash", timezone="UTC")
+    b = Memory(tmp_path / "b", embedder="hash", timezone="UTC")
+
+    def texts(mem: Memory, query: str) -> set[str]:
+        return {h.text for h in mem.search(query, min_score=0, tier="core")}
+
+    with a, b:
+        a.core.write("- Keeps bees\n")
+        for _ in range(3):  # nothing moved: on PostgreSQL the later searches read no stored text
+            assert texts(a, "bees") == {"Keeps bees"}
+        a.core.path.write_text("- Keeps bees\n- Grows quinces\n", encoding="utf-8")
+        assert texts(a, "quinces") == {"Keeps bees", "Grows quinces"}
+        assert texts(a, "quinces") == {"Keeps bees", "Grows quinces"}
+        if backend == "postgres":
+            b.core.write("- Breeds ferrets\n")
+            assert texts(a, "ferrets") == texts(a, "quinces") == {"Breeds ferrets"}
+            assert a.core.path.read_text(encoding="utf-8") == "- Breeds ferrets\n"  # a stale mirror, rewritten
+            a.core.path.write_text("- Breeds ferrets\n- Reads maps\n", encoding="utf-8")
+            assert texts(a, "maps") == texts(b, "maps") == {"Breeds ferrets", "Reads maps"}

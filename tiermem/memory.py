@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -399,8 +399,11 @@ class Memory:
     def refresh_index(self) -> list[str]:
         """Re-index ``MEMORY.md`` and daily files changed on disk (hand edits, other processes);
         returns the paths whose index changed. Search calls this first."""
-        self._tiers.core.sync()  # PostgreSQL: a hand edit of the mirrored MEMORY.md is imported first
-        return self._tiers.index.refresh()
+        index = self._tiers.index
+        present: dict[str, Hashable] | None = index.scan()  # one read on PostgreSQL, shared with the sync
+        if self._tiers.core.sync(present):  # PostgreSQL: a hand edit of the mirrored MEMORY.md was imported
+            present = None  # MEMORY.md moved: look again
+        return index.refresh(present)
 
     def reindex(self) -> int:
         """Rebuild the index of this user's Markdown files from scratch; returns the file count."""

@@ -21,7 +21,7 @@ citations ``memory/DATE.md#Lx-Ly`` — are the same in both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +76,11 @@ class MemoryFiles(Protocol):
     def scan(self, folder: str) -> dict[str, FileStat]:
         """``rel -> stat`` of the files directly in ``folder`` ("" is the user's root; dot files
         such as lock files are left out)."""
+        ...
+
+    def scan_with(self, folder: str, rels: Sequence[str]) -> dict[str, FileStat]:
+        """:meth:`scan` of ``folder`` with the :meth:`stat` of each of ``rels`` that exists, in one
+        read on PostgreSQL."""
         ...
 
     def append(self, rel: str, data: bytes) -> int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +162,8 @@ class CoreFile:
         # the local files are a mirror of the database: keep every text, import hand edits of the mirror
         self.mirrored = not files.durable_files
         self._mirror = mirror and self.mirrored
+        #: (change key, bytes) of the stored text when a sync last found the mirror the same
+        self._agreed: tuple[Hashable | None, bytes | None] | None = None
         hooks = getattr(files, "on_refresh", None)  # PostgreSQL: the mirror's refresh leaves MEMORY.md to Core
         if hooks is not None:
             hooks[CORE_FILE] = self.sync
@@ -197,20 +199,28 @@ class CoreFile:
         return [item for section in self.sections() for item in section.items]
 
     # --- the mirror (PostgreSQL) ---------------------------------------------------------------
-    def sync(self) -> bool:
+    def sync(self, scanned: Mapping[str, Hashable] | None = None) -> bool:
         """Bring the mirrored ``MEMORY.md`` and the database together (nothing to do where the
         file is the store): a hand edit of the mirror is imported as the new text; a missing
         mirror, or one another host's write left stale, is rewritten. True when a hand edit was
-        imported."""
-        return self._mirror and self._current()[1]
+        imported. ``scanned``: the stored files' change keys (:class:`~tiermem.storage.files.FileStat`)
+        just read by the caller, ``MEMORY.md``'s among them if there is one; when neither its key
+        nor the mirror's bytes moved since a sync found the two the same, nothing is read again."""
+        if not self._mirror:
+            return False
+        if scanned is not None and self._agreed == (scanned.get(CORE_FILE), self._read_mirror()):
+            return False
+        return self._current(scanned)[1]
 
-    def _current(self) -> tuple[bytes | None, bool]:
+    def _current(self, scanned: Mapping[str, Hashable] | None = None) -> tuple[bytes | None, bool]:
         """The stored bytes after :meth:`sync`'s work, and whether a hand edit was imported."""
         stored = self.files.read(CORE_FILE)
         if not self._mirror:
             return stored, False
         mirror = self._read_mirror()
         if mirror == stored:
+            if scanned is not None:  # read at its key or later: a later key (each change takes a new one) reads again
+                self._agreed = (scanned.get(CORE_FILE), stored)
             return stored, False
         if mirror is None or self._known(mirror):
             if stored is not None:

@@ -175,19 +175,17 @@ class FileIndexer:
 
     def files_now(self) -> list[str]:
         """The indexable files now: ``MEMORY.md`` and the daily files."""
-        return sorted(self._scan())
+        return sorted(self.scan())
 
-    def _scan(self) -> dict[str, Hashable]:
-        """``rel -> change key`` of the indexable files (no hashing)."""
-        found = {rel: stat.key for rel, stat in self.files.scan(DAILY_DIR).items() if is_indexed_path(rel)}
-        core = self.files.stat(CORE_FILE)
-        if core is not None:
-            found[CORE_FILE] = core.key
-        return found
+    def scan(self) -> dict[str, Hashable]:
+        """``rel -> change key`` of the indexable files (no hashing; one read on PostgreSQL)."""
+        found = self.files.scan_with(DAILY_DIR, [CORE_FILE])
+        return {rel: stat.key for rel, stat in found.items() if rel == CORE_FILE or is_indexed_path(rel)}
 
-    def refresh(self) -> list[str]:
-        """Bring the index up to date with the files; returns the paths whose index changed."""
-        present = self._scan()
+    def refresh(self, present: dict[str, Hashable] | None = None) -> list[str]:
+        """Bring the index up to date with the files (``present``: :meth:`scan` just taken, else
+        taken here); returns the paths whose index changed."""
+        present = self.scan() if present is None else present
         changed: list[str] = []
         with self._lock:
             known = set(self._seen)

@@ -29,7 +29,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,14 +132,19 @@ class PgFiles:
         return FileStat(int(rows[0][0]), int(rows[0][1])) if rows else None
 
     def scan(self, folder: str) -> dict[str, FileStat]:
+        return self.scan_with(folder, ())
+
+    def scan_with(self, folder: str, rels: Sequence[str]) -> dict[str, FileStat]:
         prefix = f"{folder.strip('/')}/" if folder.strip("/") else ""
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self.db.rows("SELECT rel, size, revision FROM memory_files WHERE user_id = ? AND rel LIKE ? ESCAPE '\\'",
-                            (self.user_id, pattern), what=f"listing {folder or 'the files'}")
+        sql = "SELECT rel, size, revision FROM memory_files WHERE user_id = ? AND (rel LIKE ? ESCAPE '\\'"
+        rows = self.db.rows(f"{sql} OR rel = ANY(?))" if rels else f"{sql})",
+                            (self.user_id, pattern, list(rels)) if rels else (self.user_id, pattern),
+                            what=f"listing {folder or 'the files'}")
         found: dict[str, FileStat] = {}
         for rel, size, revision in ((str(r[0]), int(r[1]), int(r[2])) for r in rows):
-            name = rel[len(prefix):]
-            if "/" not in name and not name.startswith("."):
+            name = rel[len(prefix):] if rel.startswith(prefix) else "/"
+            if ("/" not in name and not name.startswith(".")) or rel in rels:
                 found[rel] = FileStat(size, revision)
         return found
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,6 +74,14 @@ class LocalFiles:
         except OSError as exc:
             raise StorageError(f"cannot read {path}: {exc}") from exc
         return _file_stat(info)
+
+    def scan_with(self, folder: str, rels: Sequence[str]) -> dict[str, FileStat]:
+        found = self.scan(folder)
+        for rel in rels:
+            stat = self.stat(rel)
+            if stat is not None:
+                found[rel] = stat
+        return found
 
     def scan(self, folder: str) -> dict[str, FileStat]:
         found: dict[str, FileStat] = {}

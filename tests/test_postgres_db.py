@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -195,3 +197,30 @@ def test_a_schema_the_url_names_that_does_not_exist_is_refused(url: str, tmp_pat
     with pytest.raises(StorageError, match="schema 'no_such_schema' .*does not exist"):  # the only one listed
         only = server_url() + ("&" if "?" in server_url() else "?") + "options=-csearch_path%3Dno_such_schema"
         Memory(tmp_path / "b", embedder=HashEmbedder(), database_url=only)
+
+
+@pytest.mark.parametrize("first", ['"$user"', "$USER"])  # quoted as PostgreSQL's default; unquoted is folded
+def test_a_search_path_that_starts_with_the_roles_own_schema_as_user_is_used(first: str, tmp_path: Path) -> None:
+    """PostgreSQL's secure-schema pattern: a role with a schema of its own name and the default
+    ``search_path`` ``"$user", public``; ``$user`` is the role's schema, where the store goes."""
+    import psycopg
+
+    from tiermem.storage.postgres.pool import SharedPool
+
+    role = f"tm_role_{uuid.uuid4().hex[:12]}"
+    base = server_url()
+    url = base + ("&" if "?" in base else "?") + "options=" + quote(f"-crole={role} -csearch_path={first},public")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role}")
+        conn.execute(f"CREATE SCHEMA {role} AUTHORIZATION {role}")
+    try:
+        with Memory(tmp_path / "a", embedder=HashEmbedder(), database_url=url) as memory:
+            memory.facts.add("The role's schema holds the store")
+        with psycopg.connect(base, autocommit=True) as conn:
+            facts = conn.execute(f"SELECT count(*) FROM {role}.facts").fetchone()
+        assert facts == (1,)
+    finally:
+        SharedPool.close_all(url)
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {role} CASCADE")
+            conn.execute(f"DROP ROLE {role}")

@@ -364,12 +364,13 @@ def version(conn: Any) -> int:
 def check_search_path(conn: Any) -> None:
     """Refuse a ``search_path`` whose first schema does not exist (or may not be used): PostgreSQL
     would put the store in the next one listed (``public`` in the documented URL), beside another
-    store's data. A first ``"$user"`` entry may be missing, as in PostgreSQL's default."""
+    store's data. A first ``$user`` entry is the role's own schema, as PostgreSQL reads it, and may
+    be missing, as in PostgreSQL's default."""
     current, user, path = conn.execute("SELECT current_schema(), current_user, current_setting('search_path')"
                                        ).fetchone()
     names = [_identifier(part) for part in re.findall(r'\s*((?:"(?:[^"]|"")*"|[^,])+)', path)]
-    if names and names[0] == "$user" and current != user:
-        names = names[1:]
+    if names and names[0] == "$user":
+        names = [user, *names[1:]] if current == user else names[1:]
     if names and names[0] != current:
         raise StorageError(f"the schema {names[0]!r} that search_path names first (the URL's options) does not exist"
                            f" in this database, or this role may not use it: create it (CREATE SCHEMA {names[0]}) or"

@@ -42,3 +42,49 @@ def test_the_items_of_a_file_are_planned_afresh_each_time_they_are_read(tmp_path
             others = conn.execute("SELECT COUNT(*) FROM pg_prepared_statements").fetchone()[0]
     assert others > 0  # the connection does prepare the statements it runs again and again
     assert prepared == []
+
+
+def test_a_read_planned_at_each_run_is_retried_on_a_connection_the_server_dropped(tmp_path: Path) -> None:
+    """The file's items are a read like any other: when the pooled connection died (a server restart),
+    it runs again on another. Before, the comment in front hid the ``SELECT`` from the retry check and
+    the read failed with a StorageError."""
+    import psycopg
+
+    with fresh_schema() as url, Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC", database_url=url,
+                                       postgres_pool_size=1, queue_replay=False) as mem:  # one connection
+        mem.daily.append("Note", "the only record of the morning")
+        rel = mem.daily.rel_for(mem.daily.today())
+        pid = mem.db.rows("SELECT pg_backend_pid()")[0][0]
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        items = open_search_index(mem.db).file_items("default", rel)
+    assert [item[1] for item in items] == ["the only record of the morning"]
+
+
+def test_a_read_planned_at_each_run_in_a_pipelined_transaction_is_not_prepared_and_keeps_the_prefetched_reads(
+        tmp_path: Path) -> None:
+    """Inside a transaction with a pipeline open the read goes through the pipeline: it is still never
+    prepared, and, being a read, it does not drop the reads prefetched before it. Before, it was
+    prepared at its sixth run there, and its first run dropped every prefetched read (read again:
+    here it then saw another connection's later write)."""
+    import psycopg
+
+    probe = "SELECT value FROM meta WHERE key = ?"
+    with fresh_schema() as url, Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC", database_url=url,
+                                       postgres_pool_size=1, queue_replay=False) as mem:
+        mem.daily.append("Note", "the only record of the morning")
+        rel = mem.daily.rel_for(mem.daily.today())
+        mem.db.conn.execute("INSERT INTO meta (key, value) VALUES ('probe', 'prefetched')")
+        index = open_search_index(mem.db)
+        with mem.db.transaction(ROWS) as conn:
+            mem.db.prefetch(probe, ("probe",))
+            assert len(index.file_items("default", rel)) == 1  # waits: the prefetched read is answered now
+            with psycopg.connect(url, autocommit=True) as other:
+                other.execute("UPDATE meta SET value = 'read again' WHERE key = 'probe'")
+            for _ in range(9):
+                assert len(index.file_items("default", rel)) == 1
+            value = conn.execute(probe, ("probe",)).fetchone()[0]
+            prepared = conn.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE ?",
+                                    (FILE_ITEMS,)).fetchall()
+    assert value == "prefetched"
+    assert prepared == []

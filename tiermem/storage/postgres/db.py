@@ -44,10 +44,10 @@ from tiermem.redact import REDACT, Redactor
 from tiermem.storage.postgres import BACKEND
 from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
 from tiermem.storage.postgres.locks import named_lock_key
-from tiermem.storage.postgres.pipeline import Pipe, pipelined
+from tiermem.storage.postgres.pipeline import Pipe, bare, pipelined, prepare
 from tiermem.storage.postgres.pool import SharedPool
 from tiermem.storage.postgres.result import Result
-from tiermem.storage.sql import PLAN_EACH_RUN, STORE, WriteKey
+from tiermem.storage.sql import STORE, WriteKey
 
 WRITE_LOCK = 7_311_002  # (WRITE_LOCK, hashtext(current_schema())): the store's lock, shared by scoped writes
 _STORE_LOCK = f"{WRITE_LOCK}, hashtext(current_schema())"
@@ -138,7 +138,7 @@ class PgDatabase:
                 with self._pool.connection() as fresh:
                     return _run(fresh, sql, args, many)
             except psycopg.OperationalError as exc:
-                if attempt == attempts or many or not _READ.match(sql):
+                if attempt == attempts or many or not _READ.match(bare(sql)):
                     raise StorageError(f"the statement failed on {self.label}: {_reason(exc, self.url)}") from exc
             except psycopg.errors.IntegrityError:
                 raise
@@ -333,7 +333,7 @@ def _run(conn: Any, sql: str, args: Any, many: bool) -> Result:
         if many:
             cur.executemany(sql, args)
             return Result([], cur.rowcount)
-        cur.execute(sql, args if args else None, prepare=False if sql.startswith(PLAN_EACH_RUN) else None)
+        cur.execute(sql, args if args else None, prepare=prepare(sql))
         rows = cur.fetchall() if cur.description is not None else []
         return Result(rows, cur.rowcount)
 

@@ -16,6 +16,7 @@ from contextlib import ExitStack, suppress
 from typing import Any
 
 from tiermem.storage.postgres.result import Result
+from tiermem.storage.sql import PLAN_EACH_RUN
 
 _PLAIN_READ = re.compile(r"^\s*SELECT\b", re.IGNORECASE)
 _WRITES = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)  # its table
@@ -46,7 +47,7 @@ class Pipe:
             if many:
                 cur.executemany(sql, args)
             else:
-                cur.execute(sql, args if args else None)
+                cur.execute(sql, args if args else None, prepare=prepare(sql))
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
         self._waiting = True
@@ -113,14 +114,26 @@ class Pipe:
         return rows, int(cur.rowcount)
 
     def _forget(self, sql: str) -> None:
-        if _PLAIN_READ.match(sql) or not self._ahead:
+        text = bare(sql)
+        if _PLAIN_READ.match(text) or not self._ahead:
             return
-        found = _WRITES.match(sql)
+        found = _WRITES.match(text)
         if found is None:
             self._ahead.clear()
             return
         table = re.compile(rf"\b{re.escape(found.group(1))}\b", re.IGNORECASE)
         self._ahead = {key: result for key, result in self._ahead.items() if not table.search(key[0])}
+
+
+def bare(sql: str) -> str:
+    """``sql`` without the :data:`~tiermem.storage.sql.PLAN_EACH_RUN` comment in front: the statement
+    as it begins (what the checks for a read or a write look at)."""
+    return sql.removeprefix(PLAN_EACH_RUN)
+
+
+def prepare(sql: str) -> bool | None:
+    """psycopg's ``prepare`` for ``sql``: never for a read planned at each run, else psycopg's choice."""
+    return False if sql.startswith(PLAN_EACH_RUN) else None
 
 
 def pipelined(sql: str) -> bool:

@@ -4,7 +4,7 @@ in another process, or the same one — embeds them first, so nothing stays unfi
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,8 @@ from queue_helpers import rows, sql
 from transfer_helpers import CountingEmbedder
 
 from tiermem import Memory
+from tiermem.storage.journal import FlushHashRepository
+from tiermem.storage.search import open_search_index
 from tiermem.testing import FakeClock
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -111,3 +113,21 @@ def test_a_record_whose_vector_write_was_lost_is_embedded_again_by_the_next_sear
         hits = mem.search("where does the billing API live", min_score=0.0)
         assert unembedded(root) == 0 and mem.vector_status().missing == 0
         assert reader.texts > 1 and any("services/ledgerd" in hit.text for hit in hits)
+
+
+def test_chunks_files_and_digests_are_found_by_any_number_of_ids(root: Path, clock: FakeClock) -> None:
+    """The reads by a list of ids (one array on PostgreSQL, a placeholder each on SQLite), past
+    one statement's 500 and with ids that match nothing."""
+    with Memory(root, embedder=CountingEmbedder(), clock=clock, timezone="UTC", embed_on_write=False) as mem:
+        mem.daily.append("Note", ["the first record", "the second record", "the third record"])
+        found = mem.db.rows("SELECT d.id, d.ref, c.user_id, c.path FROM search_docs d JOIN chunks c"
+                            " ON d.ref = CAST(c.id AS TEXT) WHERE d.source = 'chunk' ORDER BY d.id", (), "test")
+        ids, refs = [int(r[0]) for r in found], [int(r[1]) for r in found]
+        absent = list(range(10**6, 10**6 + 600))
+        pending = mem.db.parts.embeddings(mem.db).unembedded_chunks([*absent, *reversed(refs)])
+        assert [doc.id for doc in pending] == ids and len(ids) == 3
+        assert open_search_index(mem.db).files_of([*absent, *ids]) == sorted({(r[2], r[3]) for r in found})
+        hashes = FlushHashRepository(mem.db)
+        with mem.db.transaction():
+            hashes.remember("ns", [f"d{i}" for i in range(0, 1200, 2)], datetime.now(UTC))
+        assert hashes.seen("ns", [f"d{i}" for i in range(1200)]) == {f"d{i}" for i in range(0, 1200, 2)}

@@ -24,6 +24,7 @@ pytest.importorskip("psycopg")
 from pg_helpers import fresh_schema  # noqa: E402
 
 from tiermem import Memory  # noqa: E402
+from tiermem.storage.journal import FlushHashRepository  # noqa: E402
 from tiermem.storage.outbox import OutboxRepository  # noqa: E402
 from tiermem.storage.postgres.db import PgDatabase  # noqa: E402
 from tiermem.storage.postgres.trips import count_round_trips, parse_trace  # noqa: E402
@@ -221,6 +222,33 @@ def test_the_items_of_any_count_of_ids_are_read_by_one_statement_text(tmp_path: 
                 assert sorted(docs.docs(ids[:n])) == ids[:n]
             texts.update(trips.statements)
         assert len(ids) == 6 and len(texts) == 1, texts
+
+
+def test_chunks_files_and_digests_of_any_count_are_read_by_one_statement_text(tmp_path: Path, url: str) -> None:
+    """The unembedded chunks' items, the files of chunk items and the digests seen: ids as one array."""
+    with _memory(tmp_path / "mem", url, embed_on_write=False) as mem:
+        for i in range(6):
+            mem.daily.append("Note", f"record number {i} of six")
+        docs, vectors = open_search_index(mem.db), mem.db.parts.embeddings(mem.db)
+        hashes = FlushHashRepository(mem.db)
+        rows = mem.db.rows("SELECT id, ref FROM search_docs WHERE source = 'chunk' ORDER BY id", (), "test")
+        ids, refs = [int(r[0]) for r in rows], [int(r[1]) for r in rows]
+        with mem.db.transaction():
+            hashes.remember("ns", [f"d{i}" for i in range(len(ids))], datetime.now(UTC))
+        files = [(str(r[0]), str(r[1])) for r in mem.db.rows("SELECT DISTINCT user_id, path FROM chunks", (), "test")]
+        reads: dict[str, Callable[[int], tuple[object, object]]] = {
+            "chunks": lambda n: ([d.id for d in vectors.unembedded_chunks(refs[:n])], ids[:n]),
+            "files": lambda n: (docs.files_of(ids[:n]), files),
+            "digests": lambda n: (hashes.seen("ns", [f"d{i}" for i in range(n)]), {f"d{i}" for i in range(n)}),
+        }
+        texts: dict[str, set[str]] = {name: set() for name in reads}
+        for n in range(1, len(ids) + 1):
+            for name, read in reads.items():
+                with count_round_trips(mem.db) as trips:
+                    got, expected = read(n)
+                assert got == expected, name
+                texts[name].update(trips.statements)
+        assert len(ids) >= 6 and len(files) == 1 and all(len(t) == 1 for t in texts.values()), texts
 
 
 def test_a_words_index_terms_are_read_from_the_server_once_per_process(url: str) -> None:

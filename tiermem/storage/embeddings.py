@@ -116,9 +116,9 @@ class EmbeddingRepository:
         just added: read through the ``(source, ref)`` index, whatever else is pending)."""
         found: list[PendingDoc] = []
         for start in range(0, len(chunk_ids), 500):
-            refs = [str(int(i)) for i in chunk_ids[start:start + 500]]
-            rows = self._rows("SELECT id, source, ref, tier, text FROM search_docs WHERE source = 'chunk' AND ref IN"
-                              f" ({', '.join('?' for _ in refs)}) AND embed_hash IS NULL", refs)
+            among, args = self.db.parts.ids_in("ref", [str(int(i)) for i in chunk_ids[start:start + 500]])
+            rows = self._rows("SELECT id, source, ref, tier, text FROM search_docs WHERE source = 'chunk' AND"
+                              f" {among} AND embed_hash IS NULL", args)
             found += [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
         return sorted(found, key=lambda doc: doc.id)
 

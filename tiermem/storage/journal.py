@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from tiermem.clock import utc_iso
 from tiermem.storage.sql import ROWS, Database
@@ -72,11 +73,14 @@ class FlushHashRepository:
         for sql, args in self._seen_reads(namespace, digests):
             self.db.prefetch(sql, args)
 
-    def _seen_reads(self, namespace: str, digests: Sequence[str]) -> list[tuple[str, list[str]]]:
+    def _seen_reads(self, namespace: str, digests: Sequence[str]) -> list[tuple[str, list[Any]]]:
         namespace = self.db.redactor.ident(namespace)  # a conversation id may hold a secret (R68)
         unique = sorted(set(digests))
-        return [(f"SELECT digest FROM flush_hashes WHERE namespace = ? AND digest IN ({', '.join('?' * len(part))})",
-                 [namespace, *part]) for part in (unique[i:i + _BATCH] for i in range(0, len(unique), _BATCH))]
+        reads: list[tuple[str, list[Any]]] = []
+        for start in range(0, len(unique), _BATCH):
+            among, args = self.db.parts.ids_in("digest", unique[start:start + _BATCH])
+            reads.append((f"SELECT digest FROM flush_hashes WHERE namespace = ? AND {among}", [namespace, *args]))
+        return reads
 
     def remember(self, namespace: str, digests: Iterable[str], at: datetime, intent: int | None = None) -> None:
         """Record ``digests`` as journaled; with ``intent``, that intent is cleared in the same

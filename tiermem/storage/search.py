@@ -286,27 +286,21 @@ class SearchRepository:
         out: list[tuple[DocRow, tuple[Any, ...]]] = []
         for start in range(0, len(ids), 500):
             part = [int(i) for i in ids[start:start + 500]]
-            among, args = self._ids_in("d.id", part)
+            among, args = self.db.parts.ids_in("d.id", part)
             sql = ("SELECT d.id, d.source, d.ref, d.tier, d.category, d.at, d.text, c.path, c.line_start,"
                    f" c.line_end{also} FROM search_docs d LEFT JOIN chunks c ON c.id = {_CHUNK_ID} WHERE {among}")
             out.extend((DocRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]), tuple(r[10:]))
                        for r in self._rows(sql, args))
         return out
 
-    @staticmethod
-    def _ids_in(column: str, ids: list[int]) -> tuple[str, list[Any]]:
-        """The condition ``column`` is one of ``ids``, with its arguments: a placeholder each (SQLite
-        has no arrays; PostgreSQL overrides it with one array, so the text is the same for any count)."""
-        return f"{column} IN ({', '.join('?' for _ in ids)})", list(ids)
-
     def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:
         """The ``(user_id, path)`` of the Markdown files the chunk items ``doc_ids`` belong to."""
         found: set[tuple[str, str]] = set()
         for start in range(0, len(doc_ids), 500):
-            part = [int(i) for i in doc_ids[start:start + 500]]
+            among, args = self.db.parts.ids_in("d.id", [int(i) for i in doc_ids[start:start + 500]])
             rows = self._rows(
                 f"SELECT DISTINCT c.user_id, c.path FROM search_docs d JOIN chunks c ON c.id = {_CHUNK_ID}"
-                f" WHERE d.source = 'chunk' AND d.id IN ({', '.join('?' for _ in part)})", part)
+                f" WHERE d.source = 'chunk' AND {among}", args)
             found.update((str(r[0]), str(r[1])) for r in rows)
         return sorted(found)
 

@@ -123,6 +123,9 @@ class Backend:
     # a named cross-process lock: (db, name, timeout seconds) -> context manager; name = the lock file's
     # path under the root ("users/bob/.dream.lock"); 0 = one try, < 0 = no limit; raises TimeoutError
     lock: Callable[[Database, str, float], AbstractContextManager[Any]]
+    # (column, ids) -> the condition "column is one of ids" and its arguments: PostgreSQL passes the
+    # ids as one array, so psycopg prepares one statement text for any count (SQLite: a placeholder each)
+    ids_in: Callable[[str, Sequence[Any]], tuple[str, list[Any]]]
     # claim the oldest due pending outbox item (storage/outbox.py): its row, or None
     claim_outbox: Callable[[Database, ClaimRequest], Any]
     # export, purge, migrate (storage/<backend>/admin.py): the columns of a table that may hold text;

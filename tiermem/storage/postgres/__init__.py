@@ -6,7 +6,8 @@ until a store is opened with a ``postgresql://`` URL.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tiermem.storage.postgres import admin, locks, outbox
 from tiermem.storage.sql import Backend
@@ -43,6 +44,12 @@ def _vector_queries(db: Database) -> VectorQueries:
     return vector_queries(db)
 
 
+def _ids_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:
+    """One array parameter: psycopg prepares the statement once for any number of ids (a
+    placeholder each made each count a statement text of its own, prepared on every connection)."""
+    return f"{column} = ANY(?)", [list(ids)]
+
+
 BACKEND = Backend(
     name="postgres",
     columns=admin.columns,
@@ -53,6 +60,7 @@ BACKEND = Backend(
     secure_delete=admin.secure_delete,
     compact=admin.compact,
     lock=locks.lock,
+    ids_in=_ids_in,
     claim_outbox=outbox.claim,
     files=_files,
     search_index=_search_index,

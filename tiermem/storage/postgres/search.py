@@ -215,12 +215,6 @@ def _inlined(sql: str, args: Sequence[str]) -> str:
 class TsSearch(SearchRepository):
     """Keyword search over the ``words`` and ``grams`` columns, plus the portable item lookups."""
 
-    @staticmethod
-    def _ids_in(column: str, ids: list[int]) -> tuple[str, list[Any]]:
-        """One array parameter: psycopg prepares the statement once for any number of ids (a
-        placeholder each made each candidate count a statement of its own)."""
-        return f"{column} = ANY(?)", [list(ids)]
-
     def match_words(self, words: Sequence[str], keys: Sequence[Sequence[str]], scope: Scope, flt: DocFilter,
                     limit: int, context_weight: float) -> Ranked:
         """Ranked by ``ts_rank`` with the context (weights B, D) at ``context_weight``."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tiermem.storage.sql import Backend
 from tiermem.storage.sqlite import admin, locks, outbox
@@ -33,6 +34,11 @@ def _embeddings(db: Database) -> EmbeddingRepository:
     return embeddings(db)
 
 
+def _ids_in(column: str, ids: Sequence[Any]) -> tuple[str, list[Any]]:
+    """A placeholder each: SQLite has no arrays (its statement cache is per text, and in the process)."""
+    return f"{column} IN ({', '.join('?' for _ in ids)})", list(ids)
+
+
 BACKEND = Backend(
     name="sqlite",
     columns=admin.columns,
@@ -43,6 +49,7 @@ BACKEND = Backend(
     secure_delete=admin.secure_delete,
     compact=admin.compact,
     lock=locks.lock,
+    ids_in=_ids_in,
     claim_outbox=outbox.claim,
     files=_files,
     search_index=_search_index,

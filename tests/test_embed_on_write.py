@@ -7,14 +7,17 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 from queue_helpers import rows, sql
 from transfer_helpers import CountingEmbedder
 
 from tiermem import Memory
+from tiermem.search import indexer
 from tiermem.storage.journal import FlushHashRepository
 from tiermem.storage.search import open_search_index
-from tiermem.testing import FakeClock
+from tiermem.testing import FakeClock, HashEmbedder
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -113,6 +116,33 @@ def test_a_record_whose_vector_write_was_lost_is_embedded_again_by_the_next_sear
         hits = mem.search("where does the billing API live", min_score=0.0)
         assert unembedded(root) == 0 and mem.vector_status().missing == 0
         assert reader.texts > 1 and any("services/ledgerd" in hit.text for hit in hits)
+
+
+class BatchEmbedder(HashEmbedder):
+    """:class:`HashEmbedder` (our stand-in for an external model) that records each call's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        self.batches.append(len(texts))
+        return super().embed(texts)
+
+
+def test_a_write_of_more_chunks_than_a_batch_is_embedded_a_batch_at_a_time(
+        root: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that adds many chunks (a re-indexed large MEMORY.md emits them all) embeds them
+    ``PENDING_BATCH`` at a time, as the pending items are, not all in one go; each gets its vector."""
+    monkeypatch.setattr(indexer, "PENDING_BATCH", 3)
+    embedder = BatchEmbedder()
+    with Memory(root, embedder=embedder, clock=clock, timezone="UTC") as mem:
+        embedder.batches.clear()
+        mem.daily.append("Note", [f"record {word} number {i}" for i, word in enumerate("abcdefghij")])
+        assert unembedded(root) == 0 and mem.vector_status().missing == 0
+        chunks = int(rows(root, "SELECT COUNT(*) AS n FROM search_docs WHERE source = 'chunk'")[0]["n"])
+    # a batch's texts: its 3 chunks (their sentences) and the chunk before the first (its context)
+    assert chunks == 10 and len(embedder.batches) >= 4 and max(embedder.batches) <= 4, embedder.batches
 
 
 def test_chunks_files_and_digests_are_found_by_any_number_of_ids(root: Path, clock: FakeClock) -> None:

@@ -353,10 +353,12 @@ class Indexer:
         own scopes' items: another process's are its own to embed (or the next search of their
         scope's), so writers of different scopes never queue for each other's vector writes.
         ``chunks``: the Markdown chunks the write added; only their items are embedded, so writers
-        of one user (whose chunks are one scope's) never take on each other's records either."""
+        of one user (whose chunks are one scope's) never take on each other's records either;
+        ``PENDING_BATCH`` at a time, as pending items are (a re-indexed large file adds all its chunks)."""
         if chunks is not None:
             with self._embed_lock:
-                self._write(self.vectors.unembedded_chunks(chunks))
+                for start in range(0, len(chunks), PENDING_BATCH):
+                    self._write(self.vectors.unembedded_chunks(chunks[start:start + PENDING_BATCH]))
             return
         if scopes is None:
             self.embed_pending()

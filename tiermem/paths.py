@@ -134,15 +134,22 @@ def day_of(file_name: str) -> date | None:
 
 def make_dirs(path: Path) -> None:
     """Create ``path`` and its missing parents, each ``0700``; folders that exist are left as they
-    are (errors as ``Path.mkdir(parents=True, exist_ok=True)`` raises them)."""
+    are, and so are those another process makes meanwhile (errors as ``Path.mkdir(parents=True,
+    exist_ok=True)`` raises them)."""
+    try:
+        _make_dir(path)
+    except FileNotFoundError:
+        if path.parent == path:
+            raise
+        make_dirs(path.parent)  # missing when tried, or made by another process since
+        _make_dir(path)  # still not found: no folder can be made there (e.g. under /proc)
+
+
+def _make_dir(path: Path) -> None:
     try:
         path.mkdir(mode=DIR_MODE)
     except FileNotFoundError:
-        if path.parent == path or path.parent.is_dir():
-            raise  # the parent is there and still no folder can be made in it (e.g. under /proc)
-        make_dirs(path.parent)
-        make_dirs(path)
-        return
+        raise
     except OSError:
         if path.is_dir():  # there already (or made by someone else meanwhile)
             return

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import queue
 import statistics
 import sys
 import tempfile
@@ -139,6 +140,18 @@ def _check(kind: str, root: str, url: str | None, who: list[str], n: int) -> dic
     return dict(out)
 
 
+def _collect(kind: str, results: Any, workers: list[Any]) -> list[dict[str, Any]]:
+    """Every writer's result; a writer that died stops the run at once instead of a 30-minute wait."""
+    done: list[dict[str, Any]] = []
+    while len(done) < len(workers):
+        try:
+            done.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(proc.exitcode for proc in workers):
+                raise SystemExit(f"a {kind} writer failed: exit codes {[p.exitcode for p in workers]}") from None
+    return done
+
+
 def run(kind: str, backend: str, base: Path, url: str | None, procs: int, n: int, scopes: str = "same",
         cpus: Set[int] | None = None) -> dict[str, Any]:
     """One run: ``procs`` writers (on ``cpus``) of ``n`` calls each, then the check."""
@@ -152,7 +165,7 @@ def run(kind: str, backend: str, base: Path, url: str | None, procs: int, n: int
     with pinned(cpus):  # the writers inherit it
         for proc in workers:
             proc.start()
-    done = [results.get(timeout=1800) for _ in workers]
+    done = _collect(kind, results, workers)
     for proc in workers:
         proc.join()
     if any(proc.exitcode for proc in workers):

@@ -142,7 +142,8 @@ def pipelined(sql: str) -> bool:
 
 
 def _key(sql: str, args: Sequence[Any]) -> tuple[str, tuple[Any, ...]] | None:
-    key = (sql, tuple(args))
+    """The key a prefetched read is found by; a list argument (ids sent as one array) is keyed as a tuple."""
+    key = (sql, tuple(tuple(arg) if isinstance(arg, list) else arg for arg in args))
     try:
         hash(key)
     except TypeError:

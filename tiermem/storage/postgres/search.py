@@ -337,9 +337,8 @@ class TsSearch(SearchRepository):
             if not term.keys:
                 counts.append("0")
                 continue
-            query = " & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
             counts.append(f"(SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@"
-                          f" CAST({_literal(query)} AS tsquery) AND {where}{limit}) AS matching)")
+                          f" CAST({_literal(_all_keys(term, weights))} AS tsquery) AND {where}{limit}) AS matching)")
         if not counts:
             return []
         return [int(value) for value in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
@@ -354,8 +353,7 @@ class TsSearch(SearchRepository):
             if not term.keys:
                 counts.append("ARRAY[0, 0]")
                 continue
-            words, text = (" & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
-                           for weights in ("", "AC"))
+            words, text = _all_keys(term, ""), _all_keys(term, "AC")
             counts.append(f"(SELECT ARRAY[COUNT(*), COUNT(*) FILTER (WHERE m.words @@ CAST({_literal(text)} AS"
                           f" tsquery))] FROM (SELECT d.words FROM search_docs d WHERE d.words @@"
                           f" CAST({_literal(words)} AS tsquery) AND {where} LIMIT {int(cap) + 1}) AS m)")
@@ -363,6 +361,11 @@ class TsSearch(SearchRepository):
             return []
         found = [(int(pair[0]), int(pair[1])) for pair in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
         return [(words, text if words <= cap else None) for words, text in found]
+
+
+def _all_keys(term: DfTerm, weights: str) -> str:
+    """The tsquery text matching an item holding every key of ``term`` (at ``weights``)."""
+    return " & ".join(f"({any_of([key], weights)})" for key in dict.fromkeys(term.keys))
 
 
 #: The terms of an item's text (weights A, C) and of its context (B, D), as columns over ``d``.

@@ -185,6 +185,10 @@ class SearchIndex(Protocol):
 
     def only_scope(self, scope: Scope) -> bool: ...
 
+    #: Whether :meth:`doc_freqs` and :meth:`word_counts` of a scope check :meth:`only_scope`
+    #: themselves, in the counting statement (then the caller passes the scope, never ``None``).
+    checks_alone: bool
+
     # --- items and change tracking (portable: :class:`SearchRepository`) --------------------
     def total(self) -> int: ...
 
@@ -222,6 +226,8 @@ _CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS INTEGER) END"  # ne
 class SearchRepository:
     """The portable part of :class:`SearchIndex`: items, counts and the removal log (one SQL text
     for both backends). Backends subclass it with their keyword index."""
+
+    checks_alone = False
 
     def __init__(self, db: Database) -> None:
         self.db = db

@@ -28,9 +28,10 @@ never as query syntax.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from tiermem.storage.chunks import SHARED_AGENT
 from tiermem.storage.search import (
     UNSEGMENTED_RANGES,
     DfTerm,
@@ -316,6 +317,10 @@ class TsSearch(SearchRepository):
             _hold(held, row.id, wanted, text, context)
         return rows, held
 
+    #: Each count statement checks itself whether the store holds the counted scope only (then it
+    #: counts the whole store: the same items, without reading each one's scope): no read of its own.
+    checks_alone = True
+
     def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
                   cap: int | None = None) -> list[int]:
         """Items of ``scope`` matching each term: a GIN lookup, then a visit of each matching row
@@ -326,41 +331,59 @@ class TsSearch(SearchRepository):
         prepares a statement it has run five times on a connection, and PostgreSQL plans a prepared
         statement for any parameters after five more runs; for a count of a term in a parameter,
         that plan reads the scope's rows one by one (0.1-0.2 s at 100k items, for a term in 200 of
-        them) instead of the term's entries in the index."""
+        them) instead of the term's entries in the index. The statement checks first whether the
+        store holds ``scope`` only (:meth:`only_scope`'s reads, as subqueries) and counts the whole
+        store then, the scope's items otherwise (only the branch taken runs)."""
         if index not in _DF_COLUMNS:
             raise ValueError(f"unknown index {index!r}")
         column, weights = _DF_COLUMNS[index]
-        where = _inlined(*scope_sql(scope)) if scope is not None else "TRUE"
         limit = f" LIMIT {int(cap) + 1}" if cap is not None else ""
-        counts: list[str] = []
-        for term in terms:
-            if not term.keys:
-                counts.append("0")
-                continue
-            counts.append(f"(SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@"
-                          f" CAST({_literal(_all_keys(term, weights))} AS tsquery) AND {where}{limit}) AS matching)")
-        if not counts:
-            return []
-        return [int(value) for value in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
+
+        def count(term: DfTerm, where: str) -> str:
+            return (f"(SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@"
+                    f" CAST({_literal(_all_keys(term, weights))} AS tsquery) AND {where}{limit}) AS matching)")
+
+        return [int(value) for value in self._counts(terms, scope, count, "0")]
 
     def word_counts(self, terms: Sequence[DfTerm], scope: Scope | None, cap: int) -> list[tuple[int, int | None]]:
         """One statement: each word's matches in the text or context are visited (up to one past
         ``cap``, as :meth:`doc_freqs` does) and those holding it in the text counted among them, so
         the text count of a word within ``cap`` costs no visit of its own."""
-        where = _inlined(*scope_sql(scope)) if scope is not None else "TRUE"
-        counts: list[str] = []
-        for term in terms:
-            if not term.keys:
-                counts.append("ARRAY[0, 0]")
-                continue
+        def count(term: DfTerm, where: str) -> str:
             words, text = _all_keys(term, ""), _all_keys(term, "AC")
-            counts.append(f"(SELECT ARRAY[COUNT(*), COUNT(*) FILTER (WHERE m.words @@ CAST({_literal(text)} AS"
-                          f" tsquery))] FROM (SELECT d.words FROM search_docs d WHERE d.words @@"
-                          f" CAST({_literal(words)} AS tsquery) AND {where} LIMIT {int(cap) + 1}) AS m)")
-        if not counts:
-            return []
-        found = [(int(pair[0]), int(pair[1])) for pair in self._rows(f"SELECT {', '.join(counts)}", [])[0]]
+            return (f"(SELECT ARRAY[COUNT(*), COUNT(*) FILTER (WHERE m.words @@ CAST({_literal(text)} AS"
+                    f" tsquery))] FROM (SELECT d.words FROM search_docs d WHERE d.words @@"
+                    f" CAST({_literal(words)} AS tsquery) AND {where} LIMIT {int(cap) + 1}) AS m)")
+
+        found = [(int(pair[0]), int(pair[1])) for pair in self._counts(terms, scope, count, "ARRAY[0, 0]")]
         return [(words, text if words <= cap else None) for words, text in found]
+
+    def _counts(self, terms: Sequence[DfTerm], scope: Scope | None, count: Callable[[DfTerm, str], str],
+                none: str) -> list[Any]:
+        """One row: ``count(term, where)`` of each term (``none`` for a term without keys), over the
+        whole store when ``scope`` is ``None`` or the store holds ``scope`` only, else over ``scope``."""
+        if not terms:
+            return []
+        if scope is None:
+            columns = [count(term, "TRUE") if term.keys else none for term in terms]
+            return list(self._rows(f"SELECT {', '.join(columns)}", [])[0])
+        scoped = _inlined(*scope_sql(scope))
+        columns = [f"CASE WHEN a.alone THEN {count(term, 'TRUE')} ELSE {count(term, scoped)} END" if term.keys
+                   else none for term in terms]
+        return list(self._rows(f"SELECT {', '.join(columns)} FROM ({_alone_sql(scope)}) AS a", [])[0])
+
+
+def _alone_sql(scope: Scope) -> str:
+    """A one-row query whose ``alone`` is :meth:`SearchRepository.only_scope` of ``scope`` (its
+    values inlined: the subqueries are a few index seeks, planned for these values)."""
+    low, high = sorted((scope.agent_name, SHARED_AGENT))
+    user, low, high = _literal(scope.user_id), _literal(low), _literal(high)
+    return (f"SELECT COALESCE(s.ul IS NULL OR (s.ul = s.uh AND s.ul = {user} AND s.al IN ({low}, {high})"
+            f" AND s.ah IN ({low}, {high}) AND (s.bt IS NULL OR s.bt = {high})), FALSE) AS alone FROM"
+            " (SELECT (SELECT MIN(user_id) FROM search_docs) AS ul, (SELECT MAX(user_id) FROM search_docs) AS uh,"
+            f" (SELECT MIN(agent_name) FROM search_docs WHERE user_id = {user}) AS al,"
+            f" (SELECT MAX(agent_name) FROM search_docs WHERE user_id = {user}) AS ah,"
+            f" (SELECT MIN(agent_name) FROM search_docs WHERE user_id = {user} AND agent_name > {low}) AS bt) AS s")
 
 
 def _all_keys(term: DfTerm, weights: str) -> str:

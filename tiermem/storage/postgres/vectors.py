@@ -16,7 +16,10 @@ faster than the graph at that size (``bench/search.py --backend postgres``). Abo
 HNSW graph with iterative scan (``hnsw.iterative_scan = relaxed_order``, ``hnsw.ef_search =``
 :data:`EF_SEARCH` and no sorting, set for that one statement by ``tiermem_vector_query``); when the walk stops
 short of ``top`` items (``hnsw.max_scan_tuples``: a small scope in a big table, or a narrow
-filter), the exact query answers instead, so a scope always gets its ``top`` nearest.
+filter), the exact query answers instead, so a scope always gets its ``top`` nearest. Once the
+process knows the model's key and dimension (read with the first query), the count, the graph
+check and both queries are one statement, each query gated by the other's outcome (an initial
+filter: only the branch taken runs), so a search's vector step is one round trip.
 
 Only users whose rows can take the graph path are in the graph (issue 16, schema step 4): the HNSW
 index is partial, ``WHERE model_key = n AND indexed``, and a row is ``indexed`` when its user has
@@ -264,6 +267,9 @@ class PgVectorQueries:
         self.db = db
         self.exact_max_rows = _limit(exact_max_rows)
         self.ef_search = ef_search
+        #: model -> (key, dim) as :meth:`where` last read them: a query then checks them itself
+        #: (:meth:`_one_statement`) instead of reading them first.
+        self._models: dict[str, tuple[int, int]] = {}
 
     def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
         return self.db.rows(sql, args, "vector query")
@@ -280,6 +286,19 @@ class PgVectorQueries:
 
     def _nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter,
                  also: list[int] | None) -> tuple[list[tuple[int, float]], list[ItemVector]]:
+        known = self._models.get(model)
+        if known is not None and top > 0 and len(query) == 4 * known[1]:
+            sql, args = self._one_statement(scope, model, known, halfvec(query), top, flt, also)
+            found = self._found(self._rows(sql, args), also)
+            if found is not None:
+                return found
+            self._models.pop(model, None)  # the model's row changed since: read it again
+        return self._nearest_read(scope, model, query, top, flt, also)
+
+    def _nearest_read(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter,
+                      also: list[int] | None) -> tuple[list[tuple[int, float]], list[ItemVector]]:
+        """:meth:`_nearest` after :meth:`where` (the model's key and dimension, the scope's size):
+        one round trip more."""
         found = self.where(scope, model, flt)
         if found is None or top <= 0 or len(query) != 4 * found[2]:
             return [], self.item_vectors(model, also) if also else []
@@ -297,16 +316,52 @@ class PgVectorQueries:
         ``None``) every vector of ``model`` of the hits and of ``also``, in the same statement."""
         if also is None:
             return [(int(r[0]), 1.0 - float(r[1])) for r in self._rows(sql, args)], []
-        rows = self._rows(
-            f"WITH hits AS ({sql}), ranked AS (SELECT doc_id, distance, row_number() OVER (ORDER BY distance, doc_id)"
-            " AS n FROM hits) SELECT r.doc_id, r.distance, r.n, NULL, NULL, NULL FROM ranked r UNION ALL"
-            " SELECT v.doc_id, NULL, NULL, v.tier, v.own, e.vector FROM search_models m"
-            " JOIN search_vectors v ON v.model_key = m.key JOIN embeddings e ON e.content_hash = v.content_hash"
-            " AND e.model = m.model WHERE m.model = ? AND v.doc_id IN (SELECT doc_id FROM hits UNION"
-            " SELECT unnest(CAST(? AS BIGINT[])))", [*args, model, also])
-        hits = sorted((int(r[2]), int(r[0]), 1.0 - float(r[1])) for r in rows if r[2] is not None)
-        vectors = [(int(r[0]), str(r[3]), bool(r[4]), bytes(r[5])) for r in rows if r[2] is None]
-        return [(doc_id, cosine) for _, doc_id, cosine in hits], vectors
+        tail, tail_args = _with_vectors(model, also)
+        rows = self._rows(f"WITH hits AS ({sql}){tail}", [*args, *tail_args])
+        return _split(rows)
+
+    def _one_statement(self, scope: Scope, model: str, known: tuple[int, int], vector: Any, top: int,
+                       flt: DocFilter, also: list[int] | None) -> tuple[str, list[Any]]:
+        """:meth:`where` and the nearest query (with the vectors, as :meth:`_hits`) as one statement,
+        for the model's ``known`` key and dimension: ``size`` checks them (``known``) and decides as
+        :meth:`_nearest_read` does - the graph walk when the scope's user is in the graph and the
+        scope holds more than ``exact_max_rows`` rows, the exact scan when it is not or the walk
+        found fewer than ``top``; only the branch taken runs (its condition is an initial filter).
+        A row of rank -1 says the model's row is not ``known`` any more."""
+        key, dim = known
+        where, values = scope_sql(scope, "v")
+        extra, extra_args = filter_sql(flt, "v")
+        condition, values = f"v.model_key = {int(key)} AND {where}{extra}", [*values, *extra_args]
+        args: list[Any] = [model, *values, self.exact_max_rows + 1, self.exact_max_rows, scope.user_id]
+        sql = (f"WITH size AS MATERIALIZED (SELECT EXISTS (SELECT 1 FROM search_models m WHERE m.key = {int(key)}"
+               f" AND m.model = ? AND m.dim = {int(dim)}) AS known, (SELECT COUNT(*) FROM (SELECT 1 FROM search_vectors"
+               f" v WHERE {condition} LIMIT ?) AS s) > ? AND EXISTS (SELECT 1 FROM search_vectors g WHERE g.model_key"
+               f" = {int(key)} AND g.user_id = ? AND g.indexed) AS walk)")
+        walked = ""  # no graph for this dimension
+        if dim <= HNSW_MAX_DIM:
+            walk, walk_args = self._approximate_sql(condition, values, vector, dim, top)
+            sql += ", walked AS (" + walk.replace(" GROUP BY", " WHERE (SELECT known AND walk FROM size) GROUP BY", 1)
+            sql += ")"
+            args += walk_args
+            walked = "SELECT doc_id, distance FROM walked WHERE (SELECT COUNT(*) FROM walked) >= ? UNION ALL "
+        exact, exact_args = self._exact_sql(condition, values, vector, top)
+        gate = " AND (SELECT COUNT(*) FROM walked) < ?" if dim <= HNSW_MAX_DIM else ""
+        sql += ", exact AS (" + exact.replace(" GROUP BY", f" AND (SELECT known FROM size){gate} GROUP BY", 1) + ")"
+        args += exact_args[:-1] + ([top] if gate else []) + exact_args[-1:]
+        sql += f", hits AS ({walked}SELECT doc_id, distance FROM exact)"
+        args += [top] if dim <= HNSW_MAX_DIM else []
+        tail, tail_args = _with_vectors(model, also if also is not None else [], also is not None)
+        return sql + tail + " UNION ALL SELECT -1, NULL, -1, NULL, NULL, NULL FROM size WHERE NOT known", [
+            *args, *tail_args]
+
+    @staticmethod
+    def _found(rows: list[Any], also: list[int] | None
+               ) -> tuple[list[tuple[int, float]], list[ItemVector]] | None:
+        """:meth:`_one_statement`'s rows as :meth:`_hits` gives them; ``None`` when they say the
+        model's row is not the one known."""
+        if any(r[2] is not None and int(r[2]) < 0 for r in rows):
+            return None
+        return _split(rows) if also is not None else (_split(rows)[0], [])
 
     def where(self, scope: Scope, model: str, flt: DocFilter) -> tuple[str, list[Any], int, int, bool] | None:
         """The condition (with its arguments) selecting the scope's vector rows of ``model`` that
@@ -323,6 +378,7 @@ class PgVectorQueries:
         if not found:
             return None
         key, dim, rows = (int(v) for v in found[0][:3])
+        self._models[model] = (key, dim)
         return f"v.model_key = {key} AND {where}{extra}", [*args, *extra_args], dim, rows, bool(found[0][3])
 
     def exact(self, condition: str, values: Sequence[Any], vector: Any, top: int) -> list[tuple[int, float]]:
@@ -358,6 +414,27 @@ class PgVectorQueries:
             " JOIN embeddings e ON e.content_hash = v.content_hash AND e.model = m.model"
             " WHERE m.model = ? AND v.doc_id = ANY(?)", [model, sorted({int(i) for i in doc_ids})])
         return [(int(r[0]), str(r[1]), bool(r[2]), bytes(r[3])) for r in rows]
+
+
+def _with_vectors(model: str, also: list[int], vectors: bool = True) -> tuple[str, list[Any]]:
+    """The rest of a statement after its ``hits`` (``doc_id, distance``, best first): the hits
+    numbered (``doc_id, distance, rank, NULL, NULL, NULL``) and, with ``vectors``, every vector of
+    ``model`` of the hits and of ``also`` (``doc_id, NULL, NULL, tier, own, vector``)."""
+    sql = (", ranked AS (SELECT doc_id, distance, row_number() OVER (ORDER BY distance, doc_id) AS n FROM hits)"
+           " SELECT r.doc_id, r.distance, r.n, NULL, NULL, NULL FROM ranked r")
+    if not vectors:
+        return sql, []
+    return (sql + " UNION ALL SELECT v.doc_id, NULL, NULL, v.tier, v.own, e.vector FROM search_models m"
+            " JOIN search_vectors v ON v.model_key = m.key JOIN embeddings e ON e.content_hash = v.content_hash"
+            " AND e.model = m.model WHERE m.model = ? AND v.doc_id IN (SELECT doc_id FROM hits UNION"
+            " SELECT unnest(CAST(? AS BIGINT[])))", [model, also])
+
+
+def _split(rows: list[Any]) -> tuple[list[tuple[int, float]], list[ItemVector]]:
+    """:func:`_with_vectors`' rows as the hits (cosines, best first) and the vectors."""
+    hits = sorted((int(r[2]), int(r[0]), 1.0 - float(r[1])) for r in rows if r[2] is not None)
+    vectors = [(int(r[0]), str(r[3]), bool(r[4]), bytes(r[5])) for r in rows if r[2] is None]
+    return [(doc_id, cosine) for _, doc_id, cosine in hits], vectors
 
 
 def embeddings(db: Database) -> PgEmbeddings:

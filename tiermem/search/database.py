@@ -57,14 +57,24 @@ class DatabaseIndexer(Indexer):
         flt = filters.for_sql() if filters is not None else DocFilter()
         return self.queries.nearest(scope, self.model, _blob(vector), top, flt)
 
+    def prefetch_nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int, filters: SearchFilters,
+                         version: ScopeVersion) -> None:
+        """Embed what was written behind this process's back (as :meth:`nearest`), then send
+        :meth:`nearest_cosines`' query ahead: in a read batch it travels with the keyword lists."""
+        self._embed_behind(scope, version)
+        self.queries.prefetch_nearest(scope, self.model, _blob(vector), top, filters.for_sql())
+
     def nearest_cosines(self, scope: Scope, vector: npt.NDArray[np.float32], top: int, filters: SearchFilters,
                         also: Sequence[int], version: ScopeVersion) -> Cosines:
-        """:meth:`nearest` with the vectors of its hits and of ``also`` read by the same query
-        (:meth:`VectorQueries.nearest_vectors`), and their cosines as :meth:`similarities` makes them."""
+        """:meth:`nearest` with the vectors of its hits read by the same query
+        (:meth:`VectorQueries.nearest_vectors`; sent ahead by :meth:`prefetch_nearest`), and their
+        cosines as :meth:`similarities` makes them. The vectors of the other candidates (``also``)
+        are sent ahead for :meth:`similarities`, to travel with the search's read of the items."""
         self._embed_behind(scope, version)
-        hits, vectors = self.queries.nearest_vectors(scope, self.model, _blob(vector), top, filters.for_sql(),
-                                                     list(dict.fromkeys(also)))
-        return Cosines(hits, self._cosines(vector, vectors), {doc_id for doc_id, _ in hits} | set(also))
+        hits, vectors = self.queries.nearest_vectors(scope, self.model, _blob(vector), top, filters.for_sql(), [])
+        found = {doc_id for doc_id, _ in hits}
+        self.queries.prefetch_item_vectors(self.model, [i for i in dict.fromkeys(also) if i not in found])
+        return Cosines(hits, self._cosines(vector, vectors), found)
 
     def _embed_behind(self, scope: Scope, version: ScopeVersion) -> None:
         """Embed the items of ``scope`` written behind this process's back when its version moved

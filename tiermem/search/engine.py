@@ -168,15 +168,24 @@ class SearchEngine:
         if query_vector is not None and not isinstance(query_vector, QueryVector):
             raise InvalidInput(f"query_vector must be a QueryVector, got {type(query_vector).__name__}")
         floor = check_min_score(min_score)
-        for hook in list(self.before_search):
-            hook()
-        vector = self._query_vector(text, query_vector)
-        floor = self.min_score() if floor is None else floor
-        hits, terms = self._search(scope, text, vector, k, filters, floor)
+        with self.db.reading():  # the reads of the hooks and of the search travel together where they can
+            self._send_ahead(scope, text)
+            for hook in list(self.before_search):
+                hook()
+            vector = self._query_vector(text, query_vector)
+            floor = self.min_score() if floor is None else floor
+            hits, terms = self._search(scope, text, vector, k, filters, floor)
         if include_pending and self.pending_sources:
             scorer = partial(self.score_texts, terms)
             hits = self._merge_pending(PendingQuery(scope, text, k, filters, vector, scorer), hits)
         return mark_lifted([hit for hit in hits if hit.score >= floor])
+
+    def _send_ahead(self, scope: Scope, text: str) -> None:
+        """Send the search's first reads ahead (the scope's version, the query words' index terms):
+        in a read batch (:meth:`Database.reading`) they travel with the next read that waits."""
+        self.docs.prefetch_version(scope)
+        if self.settings.search_keyword_weight > 0:
+            self.docs.prefetch_terms(list(fts.parse(text).words))
 
     def embed_query(self, query: Any) -> QueryVector:
         """The embedding of ``query`` (cleaned as a search cleans it), for :meth:`search`."""
@@ -197,15 +206,21 @@ class SearchEngine:
     def search_vector(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
                       filters: SearchFilters) -> list[SearchHit]:
         """The search after validation and query embedding (what ``bench/search.py`` times)."""
-        return self._search(scope, text, vector, k, filters)[0]
+        with self.db.reading():
+            self._send_ahead(scope, text)
+            return self._search(scope, text, vector, k, filters)[0]
 
     def _search(self, scope: Scope, text: str, vector: npt.NDArray[np.float32], k: int,
                 filters: SearchFilters, floor: float = 0.0) -> tuple[list[SearchHit], QueryTerms]:
         """The hits scoring at least ``floor``, and the query's terms (to score provisional hits on
-        the same scale)."""
+        the same scale). In a read batch (:meth:`Database.reading`, PostgreSQL) the reads that do not
+        wait for each other travel together: the vector query and the weights' counts with the word
+        list, the other candidates' vectors with the candidates' rows."""
         s = self.settings
         n = max(s.search_candidates, k)
         version = self.docs.version(scope)  # read once, first: the keyword counts and the vector index share it
+        if s.search_vector_weight > 0:
+            self.indexer.prefetch_nearest(scope, vector, n, filters, version)
         keyword = (self.keywords.run(scope, fts.parse(text), filters.for_sql(), n, s.search_keyword_weight,
                                      version[0]) if s.search_keyword_weight > 0 else KeywordResult([], QueryTerms()))
         found = Cosines([], {}, set())

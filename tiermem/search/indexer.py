@@ -374,6 +374,11 @@ class Indexer:
         """The ``top`` items of ``scope`` most similar to ``vector``: ``(doc id, cosine)``."""
         raise NotImplementedError
 
+    def prefetch_nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int, filters: SearchFilters,
+                         version: ScopeVersion) -> None:
+        """Send :meth:`nearest_cosines`' query ahead where the database answers it (in a read batch,
+        :meth:`Database.reading`: it travels with the search's next read); nothing here."""
+
     def nearest_cosines(self, scope: Scope, vector: npt.NDArray[np.float32], top: int, filters: SearchFilters,
                         also: Sequence[int], version: ScopeVersion) -> Cosines:
         """:meth:`nearest`, and the :meth:`similarities` an indexer finds cheaper to compute with it

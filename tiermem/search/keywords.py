@@ -83,6 +83,8 @@ class KeywordSearch:
         lists: list[RankedList] = []
         keys = self.docs.index_terms(list(query.words)) if query.words else []
         words = self._affordable(scope, "words", _df_terms(query.words, keys), at)
+        if words:
+            self._send_counts(scope, _df_terms(query.words, keys), set(words), at)
         found: set[int] = set()
         if words:
             chosen = set(words)
@@ -124,6 +126,13 @@ class KeywordSearch:
         for needle in query.short:
             terms.append(Term(needle, idf(total, sum(1 for _, text in scanned if needle in text))))
         return QueryTerms(tuple(terms), self.context_weight)
+
+    def _send_counts(self, scope: Scope, words: list[DfTerm], checked: set[str], at: _Counting) -> None:
+        """Send ahead the counts that weigh the afforded words (:meth:`_terms` asks for them after the
+        lists): in a read batch they travel with the word list."""
+        missing = self._cached(scope, "text", [t for t in words if t.keys and t.text in checked], at, None)[1]
+        if missing:
+            self.docs.prefetch_doc_freqs("text", missing, at.counted())
 
     def coverage(self, terms: QueryTerms, texts: Mapping[int, str],
                  held: Mapping[int, dict[str, set[str]]] | None = None) -> dict[int, float]:
@@ -199,17 +208,7 @@ class KeywordSearch:
         """The scope's document frequencies (:meth:`SearchIndex.doc_freqs`), cached; with ``cap``,
         a count above it stands for any count above it (the index may stop counting there)."""
         capped = f"{index}>{cap}"
-        out: dict[str, int] = {}
-        missing: list[DfTerm] = []
-        with self._lock:
-            for term in terms:
-                cached = self._df.get((scope, index, term.text))
-                if cached is None and cap is not None:
-                    cached = self._df.get((scope, capped, term.text))
-                if cached is not None and 0 <= at.changes - cached[1] <= cached[0] // 10:  # off by 10% at most
-                    out[term.text] = cached[0]
-                else:
-                    missing.append(term)
+        out, missing = self._cached(scope, index, terms, at, cap)
         if missing:
             fresh, weights = self._count(index, missing, at, cap)
             with self._lock:
@@ -221,6 +220,22 @@ class KeywordSearch:
                     self._df[(scope, "text", text)] = (count, at.changes)
             out.update(fresh)
         return out
+
+    def _cached(self, scope: Scope, index: str, terms: Sequence[DfTerm], at: _Counting,
+                cap: int | None) -> tuple[dict[str, int], list[DfTerm]]:
+        """The cached counts of ``terms`` still true enough (off by 10% at most), and the terms to count."""
+        out: dict[str, int] = {}
+        missing: list[DfTerm] = []
+        with self._lock:
+            for term in terms:
+                cached = self._df.get((scope, index, term.text))
+                if cached is None and cap is not None:
+                    cached = self._df.get((scope, f"{index}>{cap}", term.text))
+                if cached is not None and 0 <= at.changes - cached[1] <= cached[0] // 10:
+                    out[term.text] = cached[0]
+                else:
+                    missing.append(term)
+        return out, missing
 
     def _count(self, index: str, terms: Sequence[DfTerm], at: _Counting,
                cap: int | None) -> tuple[dict[str, int], dict[str, int]]:

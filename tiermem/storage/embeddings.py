@@ -67,6 +67,14 @@ class VectorQueries(Protocol):
         """:meth:`nearest`, and :meth:`item_vectors` of its hits and of ``also``, read together."""
         ...
 
+    def prefetch_nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter) -> None:
+        """Send :meth:`nearest_vectors`' read (``also`` empty) ahead (:meth:`Database.prefetch`)."""
+        ...
+
+    def prefetch_item_vectors(self, model: str, doc_ids: Sequence[int]) -> None:
+        """Send :meth:`item_vectors`' read ahead (:meth:`Database.prefetch`)."""
+        ...
+
 
 class EmbeddingRepository:
     """Vectors, their cache keys, and the model the index was built with."""

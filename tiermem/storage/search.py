@@ -183,6 +183,17 @@ class SearchIndex(Protocol):
         a query word costs the keyword budget and, when it is afforded, weighs it by."""
         ...
 
+    # --- reads sent ahead (:meth:`Database.prefetch`: in a read batch they travel with the next read)
+    def prefetch_terms(self, texts: Sequence[str]) -> None:
+        """Send :meth:`index_terms`' read of ``texts`` ahead, where it is a read."""
+        ...
+
+    def prefetch_doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None) -> None:
+        """Send :meth:`doc_freqs`' read (no cap) ahead, where it is one read."""
+        ...
+
+    def prefetch_version(self, scope: Scope) -> None: ...
+
     def only_scope(self, scope: Scope) -> bool: ...
 
     #: Whether :meth:`doc_freqs` and :meth:`word_counts` of a scope check :meth:`only_scope`
@@ -221,6 +232,8 @@ def open_search_index(db: Database) -> SearchIndex:
 
 
 _CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS INTEGER) END"  # never casts a fact id
+_VERSION = ("SELECT (SELECT COALESCE(SUM(value), 0) FROM change_epochs WHERE user_id = ? AND agent_name IN (?, ?)"
+            " AND topic = 'search'), (SELECT value FROM meta WHERE key = ?)")
 
 
 class SearchRepository:
@@ -234,6 +247,12 @@ class SearchRepository:
 
     def _rows(self, sql: str, args: Sequence[Any]) -> list[Any]:
         return self.db.rows(sql, args, "search query")
+
+    def prefetch_terms(self, texts: Sequence[str]) -> None:
+        """:meth:`SearchIndex.prefetch_terms`: the backend's keyword index (a subclass) may."""
+
+    def prefetch_doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None) -> None:
+        """:meth:`SearchIndex.prefetch_doc_freqs`: the backend's keyword index (a subclass) may."""
 
     def total(self) -> int:
         """How many items the index holds, all scopes."""
@@ -335,11 +354,12 @@ class SearchRepository:
         reads an unchanged version has nothing of the scope to catch up with, whatever other scopes
         wrote; the prune mark moves when the removal log was cut (a purge cuts it whole, and resets
         the user's counts)."""
-        changes, pruned = self._rows(
-            "SELECT (SELECT COALESCE(SUM(value), 0) FROM change_epochs WHERE user_id = ? AND agent_name IN (?, ?)"
-            " AND topic = 'search'), (SELECT value FROM meta WHERE key = ?)",
-            [scope.user_id, scope.agent_name, SHARED_AGENT, PRUNED_KEY])[0]
+        changes, pruned = self._rows(_VERSION, [scope.user_id, scope.agent_name, SHARED_AGENT, PRUNED_KEY])[0]
         return int(changes), int(pruned or 0)
+
+    def prefetch_version(self, scope: Scope) -> None:
+        """Send :meth:`version`'s read ahead (:meth:`Database.prefetch`)."""
+        self.db.prefetch(_VERSION, [scope.user_id, scope.agent_name, SHARED_AGENT, PRUNED_KEY])
 
     def _pruned_below(self) -> int:
         rows = self._rows("SELECT value FROM meta WHERE key = ?", [PRUNED_KEY])

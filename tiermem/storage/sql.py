@@ -174,6 +174,12 @@ class Database(Protocol):
         on PostgreSQL (the later identical read takes the result); nothing on SQLite."""
         ...
 
+    def reading(self) -> AbstractContextManager[None]:
+        """A read batch: outside a transaction, reads sent ahead (:meth:`prefetch`) in the block
+        travel with the next read that waits (PostgreSQL: one connection in pipeline mode, one
+        round trip for independent reads); nothing on SQLite."""
+        ...
+
     def transaction(self, key: WriteKey = STORE) -> AbstractContextManager[Any]:
         """A write transaction, re-entrant per thread; ``key``: what it must keep others out of."""
         ...

@@ -44,7 +44,7 @@ from tiermem.redact import REDACT, Redactor
 from tiermem.storage.postgres import BACKEND
 from tiermem.storage.postgres.conninfo import check_url, safe_url, scrub
 from tiermem.storage.postgres.locks import named_lock_key
-from tiermem.storage.postgres.pipeline import Pipe, bare, pipelined, prepare
+from tiermem.storage.postgres.pipeline import Pipe, Reads, bare, pipelined, plain_read, prepare
 from tiermem.storage.postgres.pool import SharedPool
 from tiermem.storage.postgres.result import Result
 from tiermem.storage.sql import STORE, WriteKey
@@ -132,6 +132,13 @@ class PgDatabase:
         conn = self._current()
         if conn is not None:
             return self._in_transaction(conn, sql, args, many)
+        reads: Reads | None = getattr(self._pool.local, "reads", None)
+        if reads is not None and not many and plain_read(sql) and pipelined(sql):
+            found = reads.run(sql, args)  # with the reads sent ahead of it; None: its connection failed
+            if found is not None:
+                return found
+        elif reads is not None:  # a write: the read batch's connection goes back first (see reading)
+            reads.close()
         attempts = self._pool.size + 1  # every pooled connection may have been dropped by the server
         for attempt in range(1, attempts + 1):
             try:
@@ -175,9 +182,32 @@ class PgDatabase:
     def prefetch(self, sql: str, args: Sequence[Any] = ()) -> None:
         """Inside a transaction, send the read ``sql`` now so that it travels with other statements;
         the same read run later in the transaction takes its result (if no write to a table it
-        names was queued in between). Outside a transaction: nothing."""
+        names was queued in between). Outside a transaction: the same within :meth:`reading`, else
+        nothing."""
+        text = to_pg(sql) if args else sql
         if self._current() is not None:
-            self._pipe().prefetch(to_pg(sql) if args else sql, args)
+            self._pipe().prefetch(text, args)
+        elif getattr(self._pool.local, "reads", None) is not None and plain_read(text) and pipelined(text):
+            self._pool.local.reads.prefetch(text, args)
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A read batch: outside a transaction, the reads of this block share one pooled connection
+        in pipeline mode, so reads sent ahead (:meth:`prefetch`) travel with the next read that waits:
+        independent reads cost one round trip. Re-entrant (an inner block joins the outer one); in a
+        transaction its own pipeline serves. A write or a transaction in the block first waits for
+        the batch and gives its connection back (the reads sent ahead are dropped: they may be
+        stale), so a thread never holds two connections at once."""
+        local = self._pool.local
+        if getattr(local, "reads", None) is not None:
+            yield
+            return
+        local.reads = Reads(self._pool, self._failure)
+        try:
+            yield
+        finally:
+            reads, local.reads = local.reads, None
+            reads.close()
 
     def _pipe(self) -> Pipe:
         local = self._pool.local
@@ -220,6 +250,9 @@ class PgDatabase:
             return
         if self._closed:
             raise StorageError("the database is closed")
+        reads: Reads | None = getattr(self._pool.local, "reads", None)
+        if reads is not None:  # a read batch's connection goes back first (see reading)
+            reads.close()
         conn = self._begin(key)
         try:
             local = self._pool.local

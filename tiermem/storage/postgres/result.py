@@ -22,6 +22,11 @@ class Result:
             self._rows, self._rowcount = load()
         return self._rows
 
+    @property
+    def pending(self) -> bool:
+        """Whether the rows are still to be fetched (a queued statement's)."""
+        return self._load is not None
+
     def load(self) -> Result:
         """Wait for the rows now (a queued statement's error is raised here)."""
         self._ready()

@@ -51,6 +51,11 @@ _TERMS: dict[str, list[str]] = {}
 _TERMS_LOCK = threading.Lock()
 _TERMS_MAX, _TERMS_TEXT_MAX = 50_000, 100
 _PUNCT = r"\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e"  # ASCII punctuation: a space to the word parser
+#: :meth:`TsSearch.index_terms`' read: each text's tokens and their English stems (or ``simple`` form).
+_INDEX_TERMS = ("SELECT x.n, CASE WHEN t.lexemes = '{}' THEN ARRAY[lower(t.token)] ELSE t.lexemes END"
+                " FROM unnest(CAST(? AS text[])) WITH ORDINALITY AS x(body, n),"
+                " LATERAL ts_debug('english', tiermem_fold(x.body)) AS t WHERE t.lexemes IS NOT NULL"
+                " ORDER BY x.n")
 #: ``doc_freqs`` index -> (column, tsquery weights): own text (A, C), text or context, grams.
 _DF_COLUMNS = {"text": ("words", "AC"), "words": ("words", ""), "grams": ("grams", "")}
 
@@ -270,7 +275,7 @@ class TsSearch(SearchRepository):
         they are kept in the process (:data:`_TERMS`), so a word already seen costs no round trip."""
         with _TERMS_LOCK:
             known = {text: _TERMS[text] for text in texts if text in _TERMS}
-        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        missing = list(dict.fromkeys(text for text in texts if text not in known))  # as _missing
         if missing:
             fresh = dict(zip(missing, self._index_terms(missing), strict=True))
             with _TERMS_LOCK:
@@ -280,15 +285,22 @@ class TsSearch(SearchRepository):
             known.update(fresh)
         return [list(known[text]) for text in texts]
 
+    def prefetch_terms(self, texts: Sequence[str]) -> None:
+        """Send the read of :meth:`index_terms` of ``texts`` ahead, for those not kept in the process."""
+        missing = self._missing(texts)
+        if missing:
+            self.db.prefetch(_INDEX_TERMS, [missing])
+
+    @staticmethod
+    def _missing(texts: Sequence[str]) -> list[str]:
+        with _TERMS_LOCK:
+            return list(dict.fromkeys(text for text in texts if text not in _TERMS))
+
     def _index_terms(self, texts: Sequence[str]) -> list[list[str]]:
         found: list[list[str]] = [[] for _ in texts]
         if not texts:
             return found
-        rows = self._rows(
-            "SELECT x.n, CASE WHEN t.lexemes = '{}' THEN ARRAY[lower(t.token)] ELSE t.lexemes END"
-            " FROM unnest(CAST(? AS text[])) WITH ORDINALITY AS x(body, n),"
-            " LATERAL ts_debug('english', tiermem_fold(x.body)) AS t WHERE t.lexemes IS NOT NULL"
-            " ORDER BY x.n", [list(texts)])
+        rows = self._rows(_INDEX_TERMS, [list(texts)])
         for n, lexemes in rows:
             found[int(n) - 1].extend(str(term) for term in lexemes)
         return found
@@ -336,14 +348,13 @@ class TsSearch(SearchRepository):
         store then, the scope's items otherwise (only the branch taken runs)."""
         if index not in _DF_COLUMNS:
             raise ValueError(f"unknown index {index!r}")
-        column, weights = _DF_COLUMNS[index]
-        limit = f" LIMIT {int(cap) + 1}" if cap is not None else ""
-
-        def count(term: DfTerm, where: str) -> str:
-            return (f"(SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@"
-                    f" CAST({_literal(_all_keys(term, weights))} AS tsquery) AND {where}{limit}) AS matching)")
-
+        count = self._doc_freq(index, cap)
         return [int(value) for value in self._counts(terms, scope, count, "0")]
+
+    def prefetch_doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None) -> None:
+        """Send :meth:`doc_freqs`' statement (no cap) ahead."""
+        if terms and index in _DF_COLUMNS:
+            self.db.prefetch(self._counts_sql(terms, scope, self._doc_freq(index, None), "0"), [])
 
     def word_counts(self, terms: Sequence[DfTerm], scope: Scope | None, cap: int) -> list[tuple[int, int | None]]:
         """One statement: each word's matches in the text or context are visited (up to one past
@@ -358,19 +369,34 @@ class TsSearch(SearchRepository):
         found = [(int(pair[0]), int(pair[1])) for pair in self._counts(terms, scope, count, "ARRAY[0, 0]")]
         return [(words, text if words <= cap else None) for words, text in found]
 
+    @staticmethod
+    def _doc_freq(index: str, cap: int | None) -> Callable[[DfTerm, str], str]:
+        """:meth:`doc_freqs`' count of a term among the rows ``where`` selects (over ``d``)."""
+        column, weights = _DF_COLUMNS[index]
+        limit = f" LIMIT {int(cap) + 1}" if cap is not None else ""
+
+        def count(term: DfTerm, where: str) -> str:
+            return (f"(SELECT COUNT(*) FROM (SELECT 1 FROM search_docs d WHERE d.{column} @@"
+                    f" CAST({_literal(_all_keys(term, weights))} AS tsquery) AND {where}{limit}) AS matching)")
+        return count
+
     def _counts(self, terms: Sequence[DfTerm], scope: Scope | None, count: Callable[[DfTerm, str], str],
                 none: str) -> list[Any]:
         """One row: ``count(term, where)`` of each term (``none`` for a term without keys), over the
         whole store when ``scope`` is ``None`` or the store holds ``scope`` only, else over ``scope``."""
         if not terms:
             return []
+        return list(self._rows(self._counts_sql(terms, scope, count, none), [])[0])
+
+    @staticmethod
+    def _counts_sql(terms: Sequence[DfTerm], scope: Scope | None, count: Callable[[DfTerm, str], str],
+                    none: str) -> str:
         if scope is None:
-            columns = [count(term, "TRUE") if term.keys else none for term in terms]
-            return list(self._rows(f"SELECT {', '.join(columns)}", [])[0])
+            return f"SELECT {', '.join(count(term, 'TRUE') if term.keys else none for term in terms)}"
         scoped = _inlined(*scope_sql(scope))
         columns = [f"CASE WHEN a.alone THEN {count(term, 'TRUE')} ELSE {count(term, scoped)} END" if term.keys
                    else none for term in terms]
-        return list(self._rows(f"SELECT {', '.join(columns)} FROM ({_alone_sql(scope)}) AS a", [])[0])
+        return f"SELECT {', '.join(columns)} FROM ({_alone_sql(scope)}) AS a"
 
 
 def _alone_sql(scope: Scope) -> str:

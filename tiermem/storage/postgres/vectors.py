@@ -284,6 +284,13 @@ class PgVectorQueries:
         cost no round trip of their own."""
         return self._nearest(scope, model, query, top, flt, [int(i) for i in also])
 
+    def prefetch_nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter) -> None:
+        """Send :meth:`nearest_vectors`' statement (``also`` empty) ahead, when it is one statement
+        (the model's key and dimension known)."""
+        known = self._models.get(model)
+        if known is not None and top > 0 and len(query) == 4 * known[1]:
+            self.db.prefetch(*self._one_statement(scope, model, known, halfvec(query), top, flt, []))
+
     def _nearest(self, scope: Scope, model: str, query: bytes, top: int, flt: DocFilter,
                  also: list[int] | None) -> tuple[list[tuple[int, float]], list[ItemVector]]:
         known = self._models.get(model)
@@ -409,11 +416,17 @@ class PgVectorQueries:
     def item_vectors(self, model: str, doc_ids: Sequence[int]) -> list[ItemVector]:
         if not doc_ids:
             return []
-        rows = self._rows(
-            "SELECT v.doc_id, v.tier, v.own, e.vector FROM search_models m JOIN search_vectors v ON v.model_key = m.key"
-            " JOIN embeddings e ON e.content_hash = v.content_hash AND e.model = m.model"
-            " WHERE m.model = ? AND v.doc_id = ANY(?)", [model, sorted({int(i) for i in doc_ids})])
+        rows = self._rows(_ITEM_VECTORS, [model, sorted({int(i) for i in doc_ids})])
         return [(int(r[0]), str(r[1]), bool(r[2]), bytes(r[3])) for r in rows]
+
+    def prefetch_item_vectors(self, model: str, doc_ids: Sequence[int]) -> None:
+        if doc_ids:
+            self.db.prefetch(_ITEM_VECTORS, [model, sorted({int(i) for i in doc_ids})])
+
+
+_ITEM_VECTORS = ("SELECT v.doc_id, v.tier, v.own, e.vector FROM search_models m JOIN search_vectors v"
+                 " ON v.model_key = m.key JOIN embeddings e ON e.content_hash = v.content_hash AND e.model = m.model"
+                 " WHERE m.model = ? AND v.doc_id = ANY(?)")
 
 
 def _with_vectors(model: str, also: list[int], vectors: bool = True) -> tuple[str, list[Any]]:

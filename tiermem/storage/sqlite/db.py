@@ -141,6 +141,11 @@ class Database:
         """Nothing to send ahead on SQLite: a read is a function call."""
 
     @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Nothing to batch on SQLite (:meth:`tiermem.storage.sql.Database.reading`)."""
+        yield
+
+    @contextmanager
     def transaction(self, key: WriteKey = STORE) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); re-entrant per thread. Threads
         of this process queue for it first, in arrival order (other processes: SQLite's busy wait).

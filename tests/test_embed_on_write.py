@@ -156,7 +156,9 @@ def test_chunks_files_and_digests_are_found_by_any_number_of_ids(root: Path, clo
         absent = list(range(10**6, 10**6 + 600))
         pending = mem.db.parts.embeddings(mem.db).unembedded_chunks([*absent, *reversed(refs)])
         assert [doc.id for doc in pending] == ids and len(ids) == 3
-        assert open_search_index(mem.db).files_of([*absent, *ids]) == sorted({(r[2], r[3]) for r in found})
+        windows = open_search_index(mem.db).file_windows([*absent, *ids], 4, 2)
+        assert [(w.user_id, w.path, [item[0] for item in w.items], w.asked) for w in windows] == [
+            (found[0][2], found[0][3], ids, [0, 1, 2])]
         hashes = FlushHashRepository(mem.db)
         with mem.db.transaction():
             hashes.remember("ns", [f"d{i}" for i in range(0, 1200, 2)], datetime.now(UTC))

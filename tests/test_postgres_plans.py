@@ -23,7 +23,16 @@ from tiermem.storage.search import open_search_index  # noqa: E402
 from tiermem.storage.sql import ROWS  # noqa: E402
 from tiermem.testing import HashEmbedder  # noqa: E402
 
-FILE_ITEMS = "%FROM chunks c JOIN search_docs d%"
+FILE_ITEMS = "%JOIN chunks c ON c.user_id = s.user_id%"  # the items around new chunks (SearchRepository.file_windows)
+
+
+def last_chunk(mem: Memory) -> int:
+    return int(mem.db.rows("SELECT MAX(id) FROM search_docs WHERE source = 'chunk'")[0][0])
+
+
+def window(mem: Memory, doc_id: int) -> list[str]:
+    """The texts of the items around the chunk item ``doc_id``, as an append's embedding reads them."""
+    return [item[1] for w in open_search_index(mem.db).file_windows([doc_id], 4, 2) for item in w.items]
 
 
 def test_the_items_of_a_file_are_planned_afresh_each_time_they_are_read(tmp_path: Path) -> None:
@@ -32,11 +41,11 @@ def test_the_items_of_a_file_are_planned_afresh_each_time_they_are_read(tmp_path
     the server used its generic plan from then on."""
     with fresh_schema() as url, Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC", database_url=url,
                                        postgres_pool_size=1, queue_replay=False) as mem:  # one connection
-        for i in range(10):  # each append's embedding reads the file's items
+        for i in range(10):  # each append's embedding reads the items around its record
             mem.daily.append("Note", f"record {i} of the morning")
-        rel = mem.daily.rel_for(mem.daily.today())
+        last = last_chunk(mem)
         with mem.db.transaction(ROWS) as conn:
-            assert len(open_search_index(mem.db).file_items("default", rel)) == 10
+            assert len(window(mem, last)) == 5
             prepared = conn.execute("SELECT generic_plans FROM pg_prepared_statements WHERE statement LIKE ?",
                                     (FILE_ITEMS,)).fetchall()
             others = conn.execute("SELECT COUNT(*) FROM pg_prepared_statements").fetchone()[0]
@@ -53,12 +62,12 @@ def test_a_read_planned_at_each_run_is_retried_on_a_connection_the_server_droppe
     with fresh_schema() as url, Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC", database_url=url,
                                        postgres_pool_size=1, queue_replay=False) as mem:  # one connection
         mem.daily.append("Note", "the only record of the morning")
-        rel = mem.daily.rel_for(mem.daily.today())
+        last = last_chunk(mem)
         pid = mem.db.rows("SELECT pg_backend_pid()")[0][0]
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        items = open_search_index(mem.db).file_items("default", rel)
-    assert [item[1] for item in items] == ["the only record of the morning"]
+        items = window(mem, last)
+    assert items == ["the only record of the morning"]
 
 
 def test_a_read_planned_at_each_run_in_a_pipelined_transaction_is_not_prepared_and_keeps_the_prefetched_reads(
@@ -73,16 +82,15 @@ def test_a_read_planned_at_each_run_in_a_pipelined_transaction_is_not_prepared_a
     with fresh_schema() as url, Memory(tmp_path, embedder=HashEmbedder(), timezone="UTC", database_url=url,
                                        postgres_pool_size=1, queue_replay=False) as mem:
         mem.daily.append("Note", "the only record of the morning")
-        rel = mem.daily.rel_for(mem.daily.today())
         mem.db.conn.execute("INSERT INTO meta (key, value) VALUES ('probe', 'prefetched')")
-        index = open_search_index(mem.db)
+        last = last_chunk(mem)
         with mem.db.transaction(ROWS) as conn:
             mem.db.prefetch(probe, ("probe",))
-            assert len(index.file_items("default", rel)) == 1  # waits: the prefetched read is answered now
+            assert len(window(mem, last)) == 1  # waits: the prefetched read is answered now
             with psycopg.connect(url, autocommit=True) as other:
                 other.execute("UPDATE meta SET value = 'read again' WHERE key = 'probe'")
             for _ in range(9):
-                assert len(index.file_items("default", rel)) == 1
+                assert len(window(mem, last)) == 1
             value = conn.execute(probe, ("probe",)).fetchone()[0]
             prepared = conn.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE ?",
                                     (FILE_ITEMS,)).fetchall()

@@ -175,24 +175,27 @@ class Indexer:
         """:meth:`prepare`, plus the text of the chunk blended into each item (``None``: none)."""
         texts = [doc.text for doc in docs]
         before: list[str | None] = [None] * len(docs)
-        contexts: list[tuple[str, int]] = []
         chunk_docs = {doc.id: i for i, doc in enumerate(docs) if doc.source == "chunk"}
         if not self.settings.search_chunk_context or not chunk_docs:
-            return texts, before, contexts
-        for user_id, path in self.docs.files_of(list(chunk_docs)):
-            items = self.docs.file_items(user_id, path)
+            return texts, before, []
+        contexts: dict[int, str] = {}  # doc id -> its new context (windows of one file may overlap)
+        # a window of the file, not all of it: the new chunks, the chunk before each and the
+        # neighbours of every context that changes (those of the new chunks and of the
+        # CONTEXT_RADIUS chunks before each); a window's first item is the file's when fewer came before
+        for window in self.docs.file_windows(list(chunk_docs), 2 * CONTEXT_RADIUS, CONTEXT_RADIUS):
+            items = window.items
             touched: set[int] = set()
-            for position, (doc_id, text, _, _) in enumerate(items):
-                if doc_id in chunk_docs:
-                    if position > 0:
-                        before[chunk_docs[doc_id]] = items[position - 1][1]
-                        texts[chunk_docs[doc_id]] = items[position - 1][1] + "\n" + text
-                    touched.update(range(max(0, position - CONTEXT_RADIUS), position + 1))
+            for position in window.asked:
+                if position > 0:
+                    i = chunk_docs[items[position][0]]
+                    before[i] = items[position - 1][1]
+                    texts[i] = items[position - 1][1] + "\n" + items[position][1]
+                touched.update(range(max(0, position - CONTEXT_RADIUS), position + 1))
             for position in sorted(touched):
                 context = _keyword_context(items, position)
                 if context != items[position][3]:
-                    contexts.append((context, items[position][0]))
-        return texts, before, contexts
+                    contexts[items[position][0]] = context
+        return texts, before, [(context, doc_id) for doc_id, context in contexts.items()]
 
     def _write(self, docs: Sequence[PendingDoc]) -> tuple[int, int]:
         """Embed what is not cached and link every doc to its vector; ``(embedded, reused)``.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.storage.chunks import SHARED_AGENT
@@ -126,6 +127,17 @@ def filter_sql(flt: DocFilter, alias: str = "d") -> tuple[str, list[Any]]:
     return "".join(f" AND {c}" for c in clauses), args
 
 
+@dataclass(frozen=True)
+class FileWindow:
+    """Consecutive items of one Markdown file, in line order (:meth:`SearchIndex.file_windows`): each
+    ``(doc id, text, day, keyword context)``; ``asked``: the positions in ``items`` of the items asked about."""
+
+    user_id: str
+    path: str
+    items: list[tuple[int, str, str | None, str]]
+    asked: list[int]
+
+
 Ranked = list[tuple[int, float]]  # (doc id, score) best first
 
 #: What a process compares to learn whether a scope's items changed (:meth:`SearchRepository.version`):
@@ -213,9 +225,9 @@ class SearchIndex(Protocol):
         backend can (a search's candidates and what their keyword coverage needs)."""
         ...
 
-    def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]: ...
-
-    def file_items(self, user_id: str, path: str) -> list[tuple[int, str, str | None, str]]: ...
+    def file_windows(self, doc_ids: Sequence[int], before: int, after: int) -> list[FileWindow]:
+        """The items around the chunk items ``doc_ids`` in their Markdown files (:class:`FileWindow`)."""
+        ...
 
     def high_water(self) -> tuple[int, int]: ...
 
@@ -234,6 +246,27 @@ def open_search_index(db: Database) -> SearchIndex:
 _CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS INTEGER) END"  # never casts a fact id
 _VERSION = ("SELECT (SELECT COALESCE(SUM(value), 0) FROM change_epochs WHERE user_id = ? AND agent_name IN (?, ?)"
             " AND topic = 'search'), (SELECT value FROM meta WHERE key = ?)")
+
+#: :meth:`SearchRepository.file_windows`: per file of the asked chunk items (``{among}``), the first and
+#: last line of the window (the line ``OFFSET ?`` + 1 items before the first asked item and after the
+#: last, else past the file's start or end: lines count from 1), by seeks of ``chunks_file_start``;
+#: then the items between. A plain ``SELECT`` (no ``WITH``: the retry and the pipeline take it for a
+#: read); planned at each run (:data:`PLAN_EACH_RUN`: a plan made while the tables were small would
+#: scan them); the files' bounds under a ``LIMIT`` (one row per file: PostgreSQL would otherwise fold
+#: them into the join and seek them again for every chunk of the file).
+_FILE_WINDOWS = (
+    PLAN_EACH_RUN + "SELECT s.user_id, s.path, d.id, c.text, c.day, d.context FROM (SELECT a.user_id, a.path,"
+    " COALESCE((SELECT b.line_start FROM chunks b WHERE b.user_id = a.user_id AND b.path = a.path"
+    " AND b.line_start < a.lo ORDER BY b.line_start DESC LIMIT 1 OFFSET ?), 0) AS first_line,"
+    " COALESCE((SELECT b.line_start FROM chunks b WHERE b.user_id = a.user_id AND b.path = a.path"
+    " AND b.line_start > a.hi ORDER BY b.line_start LIMIT 1 OFFSET ?), 2147483647) AS last_line"
+    " FROM (SELECT c.user_id, c.path, MIN(c.line_start) AS lo, MAX(c.line_start) AS hi"
+    f" FROM search_docs d JOIN chunks c ON c.id = {_CHUNK_ID} WHERE {{among}} GROUP BY c.user_id, c.path) a"
+    " LIMIT ?) s JOIN chunks c ON c.user_id = s.user_id AND c.path = s.path"
+    " AND c.line_start BETWEEN s.first_line AND s.last_line"
+    " JOIN search_docs d ON d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT)"
+    " ORDER BY s.user_id, s.path, c.line_start"
+)
 
 
 class SearchRepository:
@@ -318,25 +351,24 @@ class SearchRepository:
                        for r in self._rows(sql, args))
         return out
 
-    def files_of(self, doc_ids: Sequence[int]) -> list[tuple[str, str]]:
-        """The ``(user_id, path)`` of the Markdown files the chunk items ``doc_ids`` belong to."""
-        found: set[tuple[str, str]] = set()
+    def file_windows(self, doc_ids: Sequence[int], before: int, after: int) -> list[FileWindow]:
+        """Per Markdown file of the chunk items ``doc_ids``: its items from ``before`` items before the
+        first of them (or the file's start) to ``after`` items after the last (or its end), every item
+        between included (at least one each side where the file has one), so an append reads a few
+        rows however long the file grew. One statement per 500 ids, read through the
+        ``chunks_file_start`` index; a file with asked items in two of them comes as two windows,
+        each with its own ``asked`` (they may overlap)."""
+        windows: list[FileWindow] = []
         for start in range(0, len(doc_ids), 500):
-            among, args = self.db.parts.ids_in("d.id", [int(i) for i in doc_ids[start:start + 500]])
-            rows = self._rows(
-                f"SELECT DISTINCT c.user_id, c.path FROM search_docs d JOIN chunks c ON c.id = {_CHUNK_ID}"
-                f" WHERE d.source = 'chunk' AND {among}", args)
-            found.update((str(r[0]), str(r[1])) for r in rows)
-        return sorted(found)
-
-    def file_items(self, user_id: str, path: str) -> list[tuple[int, str, str | None, str]]:
-        """``(doc id, text, day, context)`` of a file's chunks in line order."""
-        rows = self._rows(
-            PLAN_EACH_RUN + "SELECT d.id, c.text, c.day, d.context FROM chunks c JOIN search_docs d"
-            " ON d.source = 'chunk' AND d.ref = CAST(c.id AS TEXT) WHERE c.user_id = ? AND c.path = ?"
-            " ORDER BY c.line_start",
-            [user_id, path])
-        return [(int(r[0]), str(r[1]), r[2], str(r[3])) for r in rows]
+            part = [int(i) for i in doc_ids[start:start + 500]]
+            among, args = self.db.parts.ids_in("d.id", part)
+            rows = self._rows(_FILE_WINDOWS.format(among=among),
+                              [max(before - 1, 0), max(after - 1, 0), *args, len(part)])
+            asked = set(part)
+            for (user_id, path), group in groupby(rows, key=lambda r: (str(r[0]), str(r[1]))):
+                items = [(int(r[2]), str(r[3]), r[4], str(r[5])) for r in group]
+                windows.append(FileWindow(user_id, path, items, [i for i, it in enumerate(items) if it[0] in asked]))
+        return windows
 
     # --- change tracking -------------------------------------------------------------------
     def high_water(self) -> tuple[int, int]:

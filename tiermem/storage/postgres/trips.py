@@ -53,6 +53,7 @@ class _Tracer:
         conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
         with self._lock:
             self._open[id(conn)] = (conn, out, fd)
+            _NAMES[id(conn)] = _prepared_texts(conn)
 
     def returned(self, conn: Any) -> None:
         with self._lock:
@@ -77,6 +78,14 @@ class _Tracer:
         with self._lock:
             self.trips.count += count
             self.trips.statements.extend(statements)
+
+
+def _prepared_texts(conn: Any) -> dict[str, str]:
+    """The text of each statement psycopg prepared on ``conn`` before it was traced (its ``Parse``
+    is not in the trace), by name: a statement run by name shows as itself. Read from psycopg's own
+    table (not public: empty if it moved); a name a dead connection of the same ``id`` used is forgotten."""
+    names = getattr(getattr(conn, "_prepared", None), "_names", {})
+    return {bytes(name).decode(): bytes(key[0]).decode("utf-8", errors="replace") for key, name in names.items()}
 
 
 # Client messages after which the client does not wait: in pipeline mode psycopg sends statements

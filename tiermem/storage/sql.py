@@ -180,8 +180,11 @@ class Database(Protocol):
         round trip for independent reads); nothing on SQLite."""
         ...
 
-    def transaction(self, key: WriteKey = STORE) -> AbstractContextManager[Any]:
-        """A write transaction, re-entrant per thread; ``key``: what it must keep others out of."""
+    def transaction(self, key: WriteKey = STORE, *, queued: bool = False) -> AbstractContextManager[Any]:
+        """A write transaction, re-entrant per thread; ``key``: what it must keep others out of.
+        ``queued``: its locks may travel with its first statement that waits (PostgreSQL: a
+        transaction of deferred writes in one round trip; a lost connection is then found late,
+        ``ConnectionLost``); nothing on SQLite."""
         ...
 
     def close(self) -> None: ...

@@ -60,6 +60,12 @@ def to_pg(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+class ConnectionLost(StorageError):
+    """A ``queued`` transaction (:meth:`PgDatabase.transaction`) found its pooled connection dropped
+    (the pool lets it go): nothing of it was written, unless the connection was lost after its
+    ``COMMIT`` reached the server. A write that may be repeated tries again."""
+
+
 class PgRow(tuple):  # type: ignore[type-arg]
     """A row with ``row[0]``, ``row["name"]`` and ``keys()``, like :class:`sqlite3.Row`."""
 
@@ -238,10 +244,16 @@ class PgDatabase:
             raise StorageError(f"{what} failed: {exc}") from exc
 
     @contextmanager
-    def transaction(self, key: WriteKey = STORE) -> Iterator[PgConnection]:
+    def transaction(self, key: WriteKey = STORE, *, queued: bool = False) -> Iterator[PgConnection]:
         """A transaction on one pooled connection, after the write locks of ``key``; re-entrant per
         thread (and across the stores of this URL): a nested call joins the open transaction, taking
-        first what of ``key`` it does not hold yet. A pooled connection the server dropped is replaced."""
+        first what of ``key`` it does not hold yet. A pooled connection the server dropped is replaced.
+
+        ``queued``: ``BEGIN`` and the locks are queued in the transaction's pipeline instead of sent
+        at once, to go with its first statement that waits (or ``COMMIT``): a transaction of deferred
+        writes alone costs one round trip. The server runs them in order, so the locks are held
+        before any statement after them runs, as when they are sent first. A dropped connection is
+        then found only there: :class:`ConnectionLost`, nothing written (the caller may try again)."""
         import psycopg
 
         if self._current() is not None:
@@ -253,21 +265,26 @@ class PgDatabase:
         reads: Reads | None = getattr(self._pool.local, "reads", None)
         if reads is not None:  # a read batch's connection goes back first (see reading)
             reads.close()
-        conn = self._begin(key)
+        conn = self._pool.getconn() if queued else self._begin(key)
         try:
             local = self._pool.local
             local.conn, local.key, local.pipe = conn, key, None
             try:
+                if queued:
+                    for text, args in lock_steps(key, held=None, begin=True):
+                        self._pipe().queue(text, args)
                 yield self.conn
-            except BaseException:
+            except BaseException as exc:
                 failed = _end(local)
                 if failed is not None:
                     failed.abandon()
                 _quietly(conn, "ROLLBACK")
+                if queued and isinstance(exc, StorageError) and (conn.closed or conn.broken):
+                    raise ConnectionLost(str(exc)) from exc
                 raise
             pipe = _end(local)
             try:
-                conn.execute("COMMIT")
+                conn.execute("COMMIT", prepare=False)
                 if pipe is not None:
                     pipe.close()  # COMMIT went with the queued writes
             except (psycopg.errors.IntegrityError, psycopg.Error, StorageError) as exc:
@@ -276,7 +293,8 @@ class PgDatabase:
                 _quietly(conn, "ROLLBACK")
                 if isinstance(exc, psycopg.errors.IntegrityError):
                     raise
-                raise StorageError(f"the write failed on {self.label} (rolled back): {_reason(exc, self.url)}") from exc
+                failure = ConnectionLost if queued and (conn.closed or conn.broken) else StorageError
+                raise failure(f"the write failed on {self.label} (rolled back): {_reason(exc, self.url)}") from exc
         finally:
             self._pool.putconn(conn)
 
@@ -326,25 +344,35 @@ class PgDatabase:
 
 
 def lock_sql(conn: Any, key: WriteKey, held: WriteKey | None) -> str:
-    """The statements that take ``key``'s transaction-level advisory locks (those ``held`` lacks):
-    the store's lock, exclusive for a store-wide write and shared otherwise, then one exclusive
-    lock per name, in sorted order (so writers that take their locks at ``BEGIN`` never wait for
-    each other in a circle), then each named lock of ``key.shares`` shared. A name's lock is keyed
-    by the schema and the name; a shared named lock has the key of the session lock of that name
-    (:mod:`tiermem.storage.postgres.locks`), so the two exclude each other."""
+    """The statements that take ``key``'s transaction-level advisory locks (those ``held`` lacks), as
+    one text (:func:`lock_steps`, each name a literal)."""
     from psycopg import sql
 
+    return "; ".join(text if name is None else text % sql.Literal(name[0]).as_string(conn)
+                     for text, name in lock_steps(key, held))
+
+
+def lock_steps(key: WriteKey, held: WriteKey | None, begin: bool = False) -> list[tuple[str, tuple[str, ...] | None]]:
+    """The statements that take ``key``'s transaction-level advisory locks (those ``held`` lacks),
+    each with its argument (a lock's name, ``%s`` in the text) or ``None`` (``begin``: ``BEGIN``
+    first): the store's lock, exclusive for a store-wide write and shared otherwise, then one
+    exclusive lock per name, in sorted order (so writers that take their locks at ``BEGIN`` never
+    wait for each other in a circle), then each named lock of ``key.shares`` shared. A name's lock
+    is keyed by the schema and the name; a shared named lock has the key of the session lock of
+    that name (:mod:`tiermem.storage.postgres.locks`), so the two exclude each other."""
+    steps: list[tuple[str, tuple[str, ...] | None]] = [("BEGIN", None)] if begin else []
     if key.store:
-        steps = [f"SELECT pg_advisory_xact_lock({_STORE_LOCK})"] if held is None or not held.store else []
-    else:
-        steps = [f"SELECT pg_advisory_xact_lock_shared({_STORE_LOCK})"] if held is None else []
+        if held is None or not held.store:
+            steps.append((f"SELECT pg_advisory_xact_lock({_STORE_LOCK})", None))
+    elif held is None:
+        steps.append((f"SELECT pg_advisory_xact_lock_shared({_STORE_LOCK})", None))
     if not key.store:
         for name in sorted(key.names - (held.names if held is not None else frozenset())):
-            literal = sql.Literal(name).as_string(conn)
-            steps.append(f"SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || {literal}, {WRITE_LOCK}))")
+            steps.append((f"SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, {WRITE_LOCK}))",
+                          (name,)))
     for name in sorted(key.shares - (held.shares if held is not None else frozenset())):
-        steps.append(f"SELECT pg_advisory_xact_lock_shared({named_lock_key(sql.Literal(name).as_string(conn))})")
-    return "; ".join(steps)
+        steps.append((f"SELECT pg_advisory_xact_lock_shared({named_lock_key('%s')})", (name,)))
+    return steps
 
 
 def _end(local: Any) -> Any:

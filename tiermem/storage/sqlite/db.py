@@ -146,10 +146,10 @@ class Database:
         yield
 
     @contextmanager
-    def transaction(self, key: WriteKey = STORE) -> Iterator[sqlite3.Connection]:
+    def transaction(self, key: WriteKey = STORE, *, queued: bool = False) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); re-entrant per thread. Threads
         of this process queue for it first, in arrival order (other processes: SQLite's busy wait).
-        Every write is store-wide here (SQLite has one writer per file): ``key`` is not used."""
+        Every write is store-wide here (SQLite has one writer per file): ``key`` and ``queued`` are not used."""
         if self.read_only or self.conn.in_transaction:
             with self._transaction() as conn:
                 yield conn

@@ -135,8 +135,8 @@ def test_memory_md_written_again_with_bullets_put_in_holds_the_whole_files_conte
         assert np.allclose(vector, fresh[text], atol=1e-6), text
 
 
-def pending(items: Sequence[Item], positions: Sequence[int]) -> list[PendingDoc]:
-    return [PendingDoc(items[p][0], "chunk", "", "daily", items[p][1]) for p in positions]
+def pending(items: Sequence[Item], positions: Sequence[int], user_id: str) -> list[PendingDoc]:
+    return [PendingDoc(items[p][0], "chunk", "", "daily", items[p][1], user_id) for p in positions]
 
 
 @pytest.mark.parametrize("positions", [
@@ -151,7 +151,7 @@ def test_chunks_anywhere_in_a_file_get_the_whole_files_texts_and_contexts(
         mem.db.conn.execute("UPDATE search_docs SET context = ''")  # every context is written again
         items = file_items(mem)
         asked = sorted(set(positions(len(items))))
-        texts, written = mem._search.indexer.prepare(pending(items, asked))
+        texts, written = mem._search.indexer.prepare(pending(items, asked, mem.scope.user_id))
     touched = sorted({q for p in asked for q in range(max(0, p - CONTEXT_RADIUS), p + 1)})
     assert texts == [blended(items)[p] for p in asked]
     assert sorted(written, key=lambda c: c[1]) == sorted(((contexts(items)[q], items[q][0]) for q in touched),

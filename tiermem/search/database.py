@@ -9,6 +9,7 @@ from the stored float32 vectors, exactly as :mod:`tiermem.search.loaded` does on
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 
 _SCOPES_MAX = 10_000  # scopes whose version is remembered (then forgotten at once: each reads again)
+PRUNE_EVERY = 64  # refreshes (writes) per look at the removal log's size
 
 
 class DatabaseIndexer(Indexer):
@@ -39,13 +41,17 @@ class DatabaseIndexer(Indexer):
         self.queries = queries
         #: The version of each scope at which its items were all embedded (by whoever wrote them or here).
         self._embedded: dict[Scope, ScopeVersion] = {}
+        self._refreshes = itertools.count()  # next() is atomic: threads share it without a lock
 
     def refresh(self, scopes: Collection[Scope] | None = None,
                 chunks: Sequence[int] | None = None) -> None:
         """After a write: embed the written scopes' new items (``chunks``: those chunks' alone; waits
-        its turn behind other writers)."""
+        its turn behind other writers). The removal log is looked at by the first refresh and then
+        every :data:`PRUNE_EVERY` th (not a read per write): trimmed once it grew past
+        ``REMOVED_LOG_KEEP``, at most ``PRUNE_EVERY - 1`` of this process's writes late."""
         self.embed_written(scopes, chunks)
-        self._prune_removed_log()
+        if next(self._refreshes) % PRUNE_EVERY == 0:
+            self._prune_removed_log()
 
     def nearest(self, scope: Scope, vector: npt.NDArray[np.float32], top: int,
                 filters: SearchFilters | None = None) -> list[tuple[int, float]]:

@@ -123,6 +123,11 @@ class Indexer:
     def model(self) -> str:
         return str(self.embedder.model_id)
 
+    def _loaded_model(self) -> str | None:
+        """The model, if it is loaded already (reading what is pending never loads it)."""
+        embedder = self._embedder
+        return None if embedder is None else str(embedder.model_id)
+
     def _check_model(self, embedder: Embedder) -> None:
         current = str(embedder.model_id)
         stored = self.vectors.index_model()
@@ -203,26 +208,28 @@ class Indexer:
         With ``search_derived_vectors`` a Markdown chunk's own vector is not embedded but combined
         from the vectors of its pieces and of the chunk before's (:func:`combine`): its sentences,
         embedded anyway as its parts, so each text is embedded once. It is stored under the hash of
-        the text it stands for, like any vector."""
+        the text it stands for, like any vector. What is cached is read once (:meth:`_stored`): the
+        items' texts, their parts and the derived chunks' pieces together."""
         if not docs:
             return 0, 0
         texts, before, contexts = self._plan(docs)
         hashes = [text_hash(t) for t in texts]
         model = self.model
-        cached = self.vectors.cached(hashes, model)
-        fresh = [i for i, h in enumerate(hashes) if h not in cached]
-        fresh_ids = {docs[i].id for i in fresh}
         part_texts = self._part_texts([(doc.id, doc.text, doc.source) for doc in docs])
         part_links = [(text_hash(t), doc_id) for doc_id, t in part_texts]
+        derivable = {i: [(text_hash(p), p) for p in self._pieces(doc.text, before[i])] for i, doc in enumerate(docs)
+                     if self.settings.search_derived_vectors and doc.source == "chunk"}
+        stored = self._stored(docs, [*hashes, *(h for h, _ in part_links),
+                                     *(h for pieces in derivable.values() for h, _ in pieces)])
+        fresh = [i for i, h in enumerate(hashes) if h not in stored]
+        fresh_ids = {docs[i].id for i in fresh}
         todo = {h: t for (h, doc_id), (_, t) in zip(part_links, part_texts, strict=True)
                 if doc_id in fresh_ids}  # a known text's parts came with it
-        derived = [i for i in fresh if self.settings.search_derived_vectors and docs[i].source == "chunk"]
-        pieces = {text_hash(p): p for i in derived for p in self._pieces(docs[i].text, before[i])}
-        embedded = set(fresh) - set(derived)
-        todo.update((hashes[i], texts[i]) for i in sorted(embedded))
-        found = self.vectors.vectors_by_hash(list(pieces), model) if pieces else {}
-        known = set(found) | self.vectors.cached([h for h in todo if h not in pieces], model)
-        missing = {h: t for h, t in {**todo, **pieces}.items() if h not in known}
+        derived = [i for i in fresh if i in derivable]
+        pieces = {h: p for i in derived for h, p in derivable[i]}
+        todo.update((hashes[i], texts[i]) for i in fresh if i not in derivable)
+        found = {h: stored[h] for h in pieces if h in stored}
+        missing = {h: t for h, t in {**todo, **pieces}.items() if h not in stored}
         blobs: list[tuple[str, bytes]] = []
         if missing:
             matrix = self._embed(list(missing.values()))
@@ -231,9 +238,20 @@ class Indexer:
             found.update(blobs)
             blobs += [(hashes[i], self._derived(docs[i].text, before[i], found)) for i in derived]
         links = [(h, doc.id) for h, doc in zip(hashes, docs, strict=True)]
-        self.vectors.store(model, self.embedder.dim, blobs, links, contexts, part_links)
+        self.vectors.store(model, self.embedder.dim, blobs, links, contexts, part_links,
+                           users={doc.user_id for doc in docs})
         new_items = len({hashes[i] for i in fresh})
         return new_items, len(docs) - new_items
+
+    def _stored(self, docs: Sequence[PendingDoc], hashes: Sequence[str]) -> dict[str, bytes]:
+        """``hash -> float32 blob`` of the ``hashes`` cached for the model, in one read; what came
+        with the pending items' read (:attr:`PendingDoc.cached`) is not asked again."""
+        known = dict(pair for doc in docs for pair in doc.cached)
+        stored = {h: blob for h, blob in known.items() if blob is not None}
+        rest = [h for h in hashes if h not in known]
+        if rest:
+            stored.update(self.vectors.vectors_by_hash(rest, self.model))
+        return stored
 
     def _pieces(self, text: str, before: str | None) -> list[str]:
         """The texts whose vectors make up an item's derived vector: the sentences of it and of
@@ -296,11 +314,11 @@ class Indexer:
         try:
             done = after = 0
             while True:
-                docs = self.vectors.unembedded(PENDING_BATCH, after, scope)
-                if not docs:
-                    return done
+                docs = self.vectors.unembedded(PENDING_BATCH, after, scope, self._loaded_model())
                 self._write(docs)
                 done += len(docs)
+                if len(docs) < PENDING_BATCH:  # the last of them (one more read would find none)
+                    return done
                 after = docs[-1].id
         finally:
             self._embed_lock.release()
@@ -343,7 +361,7 @@ class Indexer:
         """Trim the log of removed items once it grew past :data:`REMOVED_LOG_KEEP` since the last trim."""
         removed = self.docs.high_water()[1]
         if removed - self._pruned_at > REMOVED_LOG_KEEP:
-            self.docs.prune_removed_log()
+            self.docs.prune_removed_log(REMOVED_LOG_KEEP)
             self._pruned_at = removed
 
     def refresh(self, scopes: Collection[Scope] | None = None, chunks: Sequence[int] | None = None) -> None:
@@ -361,7 +379,8 @@ class Indexer:
         if chunks is not None:
             with self._embed_lock:
                 for start in range(0, len(chunks), PENDING_BATCH):
-                    self._write(self.vectors.unembedded_chunks(chunks[start:start + PENDING_BATCH]))
+                    self._write(self.vectors.unembedded_chunks(chunks[start:start + PENDING_BATCH],
+                                                               self._loaded_model()))
             return
         if scopes is None:
             self.embed_pending()

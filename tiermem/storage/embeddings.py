@@ -14,7 +14,7 @@ item with an HNSW index and answers nearest-neighbour queries itself (:class:`Ve
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,13 +31,25 @@ MODEL_KEY = "embedding_model"
 
 @dataclass(frozen=True)
 class PendingDoc:
-    """An item whose vector is not stored yet (for the model asked about)."""
+    """An item whose vector is not stored yet (for the model asked about), and its user (whose
+    vector write key the vector write takes). ``cached``: ``(hash, stored vector or None)`` of the
+    texts the read looked up in the cache along with it (a backend that hashes texts itself: see
+    :meth:`EmbeddingRepository.unembedded`), so the indexer need not ask for them again."""
 
     id: int
     source: str
     ref: str
     tier: str
     text: str
+    user_id: str
+    cached: tuple[tuple[str, bytes | None], ...] = ()
+
+
+_PENDING = "id, source, ref, tier, text, user_id"  # a PendingDoc's columns
+
+
+def _pending(row: Any) -> PendingDoc:
+    return PendingDoc(int(row[0]), row[1], row[2], row[3], row[4], str(row[5]))
 
 
 #: One item of a scope as the vector index loads it: (id, tier, category, at, float32 blob or
@@ -106,40 +118,49 @@ class EmbeddingRepository:
         return {str(r[0]): int(r[1]) for r in rows}
 
     # --- what needs embedding --------------------------------------------------------------
-    def unembedded(self, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:
+    def unembedded(self, limit: int, after_id: int = 0, scope: Scope | None = None,
+                   model: str | None = None) -> list[PendingDoc]:
         """Items (of ``scope`` or all) never embedded (``embed_hash IS NULL``), oldest first. The
         unembedded ids come from their partial index first: searched by the scope index, a scope's
-        query would read every embedded item of the scope (each search asks)."""
-        sql = "SELECT id, source, ref, tier, text FROM search_docs WHERE embed_hash IS NULL AND id > ?"
+        query would read every embedded item of the scope (each search asks). ``model``: a backend
+        that can hash the texts itself also looks up their stored vectors of ``model`` in the same
+        read (:attr:`PendingDoc.own_known`); here it is not used."""
+        sql, args = self._pending_sql(limit, after_id, scope)
+        return [_pending(r) for r in self._rows(sql, args)]
+
+    @staticmethod
+    def _pending_sql(limit: int, after_id: int, scope: Scope | None) -> tuple[str, list[Any]]:
+        """The read of :meth:`unembedded` (:data:`_PENDING` columns) and its arguments."""
+        sql = f"SELECT {_PENDING} FROM search_docs WHERE embed_hash IS NULL AND id > ?"
         args: list[Any] = [after_id]
         if scope is not None:
-            sql = ("SELECT id, source, ref, tier, text FROM search_docs WHERE id IN (SELECT id FROM search_docs"
+            sql = (f"SELECT {_PENDING} FROM search_docs WHERE id IN (SELECT id FROM search_docs"
                    " WHERE embed_hash IS NULL AND id > ?) AND user_id = ? AND agent_name IN (?, ?)")
             args += [scope.user_id, scope.agent_name, SHARED_AGENT]
-        rows = self._rows(sql + " ORDER BY id LIMIT ?", [*args, limit])
-        return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+        return sql + " ORDER BY id LIMIT ?", [*args, limit]
 
-    def unembedded_chunks(self, chunk_ids: Sequence[int]) -> list[PendingDoc]:
+    def unembedded_chunks(self, chunk_ids: Sequence[int], model: str | None = None) -> list[PendingDoc]:
         """The items of the Markdown chunks ``chunk_ids`` never embedded, by id (the ones a write
-        just added: read through the ``(source, ref)`` index, whatever else is pending)."""
+        just added: read through the ``(source, ref)`` index, whatever else is pending); ``model``
+        as for :meth:`unembedded`."""
         found: list[PendingDoc] = []
         for start in range(0, len(chunk_ids), 500):
             among, args = self.db.parts.ids_in("ref", [str(int(i)) for i in chunk_ids[start:start + 500]])
-            rows = self._rows("SELECT id, source, ref, tier, text FROM search_docs WHERE source = 'chunk' AND"
+            rows = self._rows(f"SELECT {_PENDING} FROM search_docs WHERE source = 'chunk' AND"
                               f" {among} AND embed_hash IS NULL", args)
-            found += [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+            found += [_pending(r) for r in rows]
         return sorted(found, key=lambda doc: doc.id)
 
     def without_vector(self, model: str, limit: int, after_id: int = 0, scope: Scope | None = None) -> list[PendingDoc]:
         """Items (of ``scope`` or all) that have no vector for ``model``, by id."""
-        sql = ("SELECT d.id, d.source, d.ref, d.tier, d.text FROM search_docs d LEFT JOIN embeddings e"
+        sql = ("SELECT d.id, d.source, d.ref, d.tier, d.text, d.user_id FROM search_docs d LEFT JOIN embeddings e"
                " ON e.content_hash = d.embed_hash AND e.model = ? WHERE d.id > ? AND e.vector IS NULL")
         args: list[Any] = [model, after_id]
         if scope is not None:
             sql += " AND d.user_id = ? AND d.agent_name IN (?, ?)"
             args += [scope.user_id, scope.agent_name, SHARED_AGENT]
         rows = self._rows(sql + " ORDER BY d.id LIMIT ?", [*args, limit])
-        return [PendingDoc(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+        return [_pending(r) for r in rows]
 
     def count_without_vector(self, model: str, scope: Scope | None = None) -> int:
         sql = ("SELECT COUNT(*) FROM search_docs d LEFT JOIN embeddings e ON e.content_hash = d.embed_hash"
@@ -151,25 +172,14 @@ class EmbeddingRepository:
         return int(self._rows(sql, args)[0][0])
 
     # --- vectors ---------------------------------------------------------------------------
-    def cached(self, hashes: Sequence[str], model: str) -> set[str]:
-        """Which of ``hashes`` already have a vector for ``model``."""
-        found: set[str] = set()
-        unique = list(dict.fromkeys(hashes))
-        for start in range(0, len(unique), 500):
-            part = unique[start:start + 500]
-            rows = self._rows(
-                f"SELECT content_hash FROM embeddings WHERE model = ? AND content_hash IN"
-                f" ({', '.join('?' for _ in part)})", [model, *part])
-            found.update(str(r[0]) for r in rows)
-        return found
-
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
-              parts: Sequence[tuple[str, int]] = ()) -> None:
+              parts: Sequence[tuple[str, int]] = (), users: Collection[str] | None = None) -> None:
         """Write ``(hash, float32 blob)`` vectors, ``(hash, doc id)`` links and ``(context, doc id)``
         keyword contexts in one transaction. ``parts``: ``(hash, doc id)`` of the items' sentence
         vectors (a backend that searches vectors itself indexes them; SQLite finds them again
-        from the items' text when it loads a scope)."""
+        from the items' text when it loads a scope). ``users``: the users of the linked items when
+        the caller knows them (a backend that locks per user need not read them; ``None``: read)."""
         with self.db.transaction(ROWS) as conn:  # ON CONFLICT DO NOTHING, updates by id
             self._write(conn, model, dim, vectors, links, contexts)
 
@@ -244,9 +254,9 @@ class EmbeddingRepository:
     def _vectors_by_hash(self, hashes: Sequence[str], model: str) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for start in range(0, len(hashes), 500):
-            part = hashes[start:start + 500]
-            rows = self._rows(f"SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash IN"
-                              f" ({', '.join('?' for _ in part)})", [model, *part])
+            among, args = self.db.parts.ids_in("content_hash", hashes[start:start + 500])
+            rows = self._rows(f"SELECT content_hash, vector FROM embeddings WHERE model = ? AND {among}",
+                              [model, *args])
             out.update((str(r[0]), bytes(r[1])) for r in rows)
         return out
 

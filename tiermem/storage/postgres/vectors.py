@@ -36,10 +36,11 @@ lowered since, a bulk load), and the exact scan reads every row of the scope, in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from tiermem.storage.embeddings import EmbeddingRepository, ItemVector
+from tiermem.storage.embeddings import EmbeddingRepository, ItemVector, PendingDoc
+from tiermem.storage.postgres.db import ConnectionLost
 from tiermem.storage.search import DocFilter, filter_sql, scope_sql
 from tiermem.storage.sql import ROWS, Database, WriteKey
 from tiermem.types import Scope
@@ -52,6 +53,12 @@ EXACT_MAX_ROWS = 2000
 EF_SEARCH = 100  # the graph walk's candidate list: recall@10 0.964 at 100k items (bench/README.md)
 OVERFETCH = 4  # vector rows fetched per item asked for: an item may hold several (its sentences)
 HNSW_MAX_DIM = 4000  # pgvector's limit for an HNSW index on halfvec
+STORE_ATTEMPTS = 6  # a vector write's tries when the server dropped pooled connections (the pool's size, and one)
+#: A text hashed by the server as :func:`tiermem.search.indexer.text_hash` does (hex SHA-256 of its
+#: UTF-8; NULL for NULL): the pending reads look up the cache with it.
+HASH = "encode(sha256(convert_to({}, 'UTF8')), 'hex')"
+_CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS BIGINT) END"  # never casts a fact id
+_CHUNKS_READ = 500  # chunks per pending read that also looks up the cache (more: the portable read, in batches)
 
 _SCHEMA = """
 CREATE TABLE embeddings (
@@ -148,8 +155,8 @@ def halfvec(blob: bytes) -> Any:
 class PgEmbeddings(EmbeddingRepository):
     """The portable cache, plus the ``search_vectors`` rows of every link it writes.
 
-    A write of vectors holds its users' vector locks for two round trips: ``BEGIN`` with the locks,
-    and ``COMMIT`` with every statement (the model's key is found by its name in each). It commits
+    A write of vectors is one round trip: ``BEGIN``, its users' vector locks, every statement (the
+    model's key is found by its name in each) and ``COMMIT`` queued together. It commits
     without waiting for the WAL flush (``synchronous_commit = off``, that transaction only, never
     a caller's): it holds derived data only, and a server crash that loses it leaves its items'
     ``embed_hash`` NULL, so they are pending again and embedded by the next search of their scope
@@ -162,11 +169,59 @@ class PgEmbeddings(EmbeddingRepository):
         self.exact_max_rows = _limit(exact_max_rows)
         self._ready: set[str] = set()  # models registered, with their graph index, by this object
 
+    def unembedded(self, limit: int, after_id: int = 0, scope: Scope | None = None,
+                   model: str | None = None) -> list[PendingDoc]:
+        """As the portable read; with ``model``, each item's stored vector of its own text comes with
+        it (:attr:`PendingDoc.cached`; the server hashes the text as the indexer does, :data:`HASH`):
+        a pending fact of one sentence needs no read of the cache before its vector write."""
+        if model is None:
+            return super().unembedded(limit, after_id, scope)
+        sql, args = self._pending_sql(limit, after_id, scope)
+        rows = self._rows(f"SELECT d.*, {HASH.format('d.text')}, e.vector FROM ({sql}) AS d LEFT JOIN embeddings e"
+                          f" ON e.model = ? AND e.content_hash = {HASH.format('d.text')} ORDER BY d.id", [*args, model])
+        return [_pending(r, r[6:]) for r in rows]
+
+    def unembedded_chunks(self, chunk_ids: Sequence[int], model: str | None = None) -> list[PendingDoc]:
+        """As the portable read; with ``model``, the stored vectors of what the indexer embeds for a
+        chunk come with it (:attr:`PendingDoc.cached`): its text's, the text of the chunk before it in
+        its file's line order and the two joined (as :meth:`tiermem.search.indexer.Indexer.prepare`
+        joins them), so a record of one sentence needs no read of the cache before its vector write."""
+        if model is None or len(chunk_ids) > _CHUNKS_READ:
+            return super().unembedded_chunks(chunk_ids, model)
+        own, before, joined = HASH.format("d.text"), HASH.format("b.text"), HASH.format("b.text || E'\\n' || d.text")
+        rows = self._rows(
+            f"SELECT d.id, d.source, d.ref, d.tier, d.text, d.user_id, {own}, eo.vector, {before}, eb.vector,"
+            f" {joined}, ej.vector FROM search_docs d JOIN chunks c ON c.id = {_CHUNK_ID}"
+            " LEFT JOIN LATERAL (SELECT p.text FROM chunks p WHERE p.user_id = c.user_id AND p.path = c.path"
+            " AND p.line_start < c.line_start ORDER BY p.line_start DESC LIMIT 1) AS b ON true"
+            f" LEFT JOIN embeddings eo ON eo.model = ? AND eo.content_hash = {own}"
+            f" LEFT JOIN embeddings eb ON eb.model = ? AND eb.content_hash = {before}"
+            f" LEFT JOIN embeddings ej ON ej.model = ? AND ej.content_hash = {joined}"
+            " WHERE d.source = 'chunk' AND d.ref = ANY(?) AND d.embed_hash IS NULL ORDER BY d.id",
+            [model, model, model, [str(int(i)) for i in chunk_ids]])
+        return [_pending(r, r[6:]) for r in rows]
+
     def store(self, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]] = (),
-              parts: Sequence[tuple[str, int]] = ()) -> None:
+              parts: Sequence[tuple[str, int]] = (), users: Collection[str] | None = None) -> None:
+        """As the portable write, in one round trip when it is a transaction of its own (``BEGIN``
+        and the users' vector locks queued with its statements and ``COMMIT``: the server takes the
+        locks before it runs them). It is repeated on another connection when the server had
+        dropped the pooled one (every statement of it may run twice: ``ON CONFLICT``, by id)."""
+        key = self._writing(model, [doc_id for _, doc_id in (*links, *parts)], users)
+        for attempt in range(STORE_ATTEMPTS):
+            try:
+                self._store(key, model, dim, vectors, links, contexts, parts)
+                return
+            except ConnectionLost:
+                if attempt == STORE_ATTEMPTS - 1:
+                    raise
+
+    def _store(self, key: WriteKey, model: str, dim: int, vectors: Sequence[tuple[str, bytes]],
+               links: Sequence[tuple[str, int]], contexts: Sequence[tuple[str, int]],
+               parts: Sequence[tuple[str, int]]) -> None:
         outermost = not self.db.conn.in_transaction
-        with self.db.transaction(self._writing(model, [doc_id for _, doc_id in (*links, *parts)])) as conn:
+        with self.db.transaction(key, queued=True) as conn:
             if outermost:  # derived data only (see the class docstring); never a caller's own transaction
                 self.db.defer("SET LOCAL synchronous_commit = off")
             self._write(conn, model, dim, vectors, links, contexts)
@@ -176,18 +231,19 @@ class PgEmbeddings(EmbeddingRepository):
             self._model_key(self.db.conn, model, dim)  # its graph index
             self._ready.add(model)
 
-    def _writing(self, model: str, doc_ids: Sequence[int]) -> WriteKey:
+    def _writing(self, model: str, doc_ids: Sequence[int], users: Collection[str] | None) -> WriteKey:
         """The key of a write of vectors for ``doc_ids``: one name per user they belong to (a new
         row's ``indexed`` flag and the flip of a user's rows into the graph are that user's
         read-check-write), so writers of other users' vectors do not wait; the cache alone needs
-        no name (``ON CONFLICT``)."""
+        no name (``ON CONFLICT``). ``users``: theirs when the caller knows them (else read)."""
         if not doc_ids:
             return ROWS
-        users = self.db.rows("SELECT DISTINCT user_id FROM search_docs WHERE id = ANY(?)", (sorted(set(doc_ids)),),
-                             "the vectors' users")
+        if users is None:
+            users = [str(r[0]) for r in self.db.rows("SELECT DISTINCT user_id FROM search_docs WHERE id = ANY(?)",
+                                                     (sorted(set(doc_ids)),), "the vectors' users")]
         key = ROWS
-        for (user_id,) in users:
-            key = key | WriteKey.named("vectors", model, str(user_id))
+        for user_id in sorted(users):
+            key = key | WriteKey.named("vectors", model, user_id)
         return key
 
     def _index(self, conn: Any, model: str, dim: int, blobs: dict[str, bytes], links: Sequence[tuple[str, int]],
@@ -448,6 +504,14 @@ def _split(rows: list[Any]) -> tuple[list[tuple[int, float]], list[ItemVector]]:
     hits = sorted((int(r[2]), int(r[0]), 1.0 - float(r[1])) for r in rows if r[2] is not None)
     vectors = [(int(r[0]), str(r[3]), bool(r[4]), bytes(r[5])) for r in rows if r[2] is None]
     return [(doc_id, cosine) for _, doc_id, cosine in hits], vectors
+
+
+def _pending(row: Any, cached: Sequence[Any]) -> PendingDoc:
+    """A pending item of the first six columns, with the ``(hash, vector)`` pairs of ``cached``
+    (a hash NULL: no such text, e.g. no chunk before)."""
+    pairs = tuple((str(cached[i]), None if cached[i + 1] is None else bytes(cached[i + 1]))
+                  for i in range(0, len(cached), 2) if cached[i] is not None)
+    return PendingDoc(int(row[0]), row[1], row[2], row[3], row[4], str(row[5]), pairs)
 
 
 def embeddings(db: Database) -> PgEmbeddings:

@@ -137,3 +137,22 @@ def test_writers_on_two_roots_at_once_lose_and_repeat_nothing(postgres: str, tmp
         a.refresh_mirror()
         b.refresh_mirror()
         assert mirror(tmp_path / "a") == mirror(tmp_path / "b") == a.daily.read()
+
+
+def test_a_day_of_many_appends_is_read_as_a_few_blocks_and_stays_whole(postgres: str, tmp_path: Path) -> None:
+    """Each append reads the day (its digest and line count): a day kept as one block per append
+    was read as thousands of rows by the appends of a busy day. An append that read more than
+    COMPACT_BLOCKS blocks writes the day back as one; the bytes, the mirror and a second root's
+    view stay the appends' in order."""
+    from tiermem.storage.postgres.files import COMPACT_BLOCKS
+
+    records = [f"record {i} of a long day" for i in range(COMPACT_BLOCKS * 2 + 5)]
+    with open_memory(tmp_path / "a") as a:
+        for record in records:
+            a.daily.append("note", [record])
+        blocks = a.db.rows("SELECT COUNT(*) FROM memory_blocks WHERE rel = ?", (DAY_FILE,))[0][0]
+        assert 1 <= blocks <= COMPACT_BLOCKS
+        text = mirror(tmp_path / "a")
+        assert [line for line in text.splitlines() if "record" in line] == [f"- {r}" for r in records]
+    with open_memory(tmp_path / "b") as b:
+        assert b.daily.read() == text and mirror(tmp_path / "b") == text

@@ -7,7 +7,9 @@ Every host shares one journal and one ``MEMORY.md`` per user, so they live in th
   :class:`~tiermem.storage.files.FileStat` gives the index).
 - ``memory_blocks`` — the file's bytes as the blocks appended to it, keyed by the byte offset
   where each starts. An append inserts one block (a day is never one growing value); a replace
-  is one block at offset 0; cutting a torn tail deletes or shortens the last blocks.
+  is one block at offset 0; cutting a torn tail deletes or shortens the last blocks. An append to
+  a file read in the same transaction with :data:`COMPACT_BLOCKS` blocks or more writes it back as
+  one block instead, so reading a day costs a few rows however many appends it took.
 
 Every change runs in a database transaction (joining the caller's: inside
 :meth:`PgFiles.writing`, a journal append, the digests that record it and the index update are
@@ -44,6 +46,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _UNKNOWN = object()
+
+#: Blocks a file may hold before an append that knows its content (read in its transaction) writes
+#: it back as one: a day of 4,000 appends read as 4,000 rows by each append cost the server and
+#: psycopg more than the rest of the append (bench/README.md, issue 25).
+COMPACT_BLOCKS = 64
 
 READ_BACK = frozenset({CORE_FILE})  # mirrors a person may edit: Core reads them back (tiers/core.py)
 
@@ -120,7 +127,7 @@ class PgFiles:
     def read(self, rel: str) -> bytes | None:
         rows = self.db.rows(_READ, (self.user_id, rel), what=f"reading {rel}")
         data = b"".join(bytes(r[1]) for r in rows if r[1] is not None) if rows else None
-        self._know(rel, data)
+        self._know(rel, data, blocks=len(rows))
         return data
 
     def prefetch(self, rel: str) -> None:
@@ -157,9 +164,14 @@ class PgFiles:
                 self.db.defer(_GROW, (self.user_id, rel, len(data)))
             else:
                 start = int(conn.execute(_GROW, (self.user_id, rel, len(data))).fetchone()[0]) - len(data)
-            if data:
+            blocks = self._local.blocks.get(rel, 0) + bool(data)
+            if known is not None and data and blocks > COMPACT_BLOCKS:  # known: the whole file, under the lock
+                self.db.defer("DELETE FROM memory_blocks WHERE user_id = ? AND rel = ?", (self.user_id, rel))
+                self.db.defer(_BLOCK, (self.user_id, rel, 0, known + data))
+                blocks = 1
+            elif data:
                 self.db.defer(_BLOCK, (self.user_id, rel, start, data))
-            self._know(rel, known + data if known is not None and len(known) == start else _UNKNOWN)
+            self._know(rel, known + data if known is not None else _UNKNOWN, blocks)
         return start
 
     def truncate(self, rel: str, size: int) -> None:
@@ -204,26 +216,28 @@ class PgFiles:
                     else contextlib.nullcontext():  # the named locks the outer block may lack
                 yield
             return
-        state.dirty, state.known = set(), {}
+        state.dirty, state.known, state.blocks = set(), {}, {}
         try:
             with self.db.transaction(user_key(self.user_id) if key is None else key):
                 yield
             dirty, known = sorted(state.dirty), state.known
         finally:
-            state.dirty = state.known = None
+            state.dirty = state.known = state.blocks = None
         self._mirror(dirty, known)
 
-    def _know(self, rel: str, data: bytes | None | object) -> None:
+    def _know(self, rel: str, data: bytes | None | object, blocks: int = 1) -> None:
         """Inside a :meth:`writing` block, remember ``rel``'s content as this transaction sees it
-        (``None``: no file; :data:`_UNKNOWN`: forget), so the mirror is written without reading
-        the file again."""
+        (``None``: no file; :data:`_UNKNOWN`: forget) and how many blocks hold it, so the mirror is
+        written without reading the file again and an append knows when to compact it."""
         known = getattr(self._local, "known", None)
         if known is None:
             return
         if data is _UNKNOWN:
             known.pop(rel, None)
+            self._local.blocks.pop(rel, None)
         else:
             known[rel] = data
+            self._local.blocks[rel] = blocks
 
     @contextmanager
     def _change(self, rel: str) -> Iterator[Any]:

@@ -109,6 +109,19 @@ def test_a_trace_counts_runs_of_client_messages_answered_by_the_server() -> None
     assert statements == ["BEGIN", "SELECT $1"]
 
 
+def test_a_flush_sent_while_a_syncs_answers_are_coming_is_no_round_trip() -> None:
+    """psycopg leaves pipeline mode with a Sync, reads what has come, then sends a Flush for the rest:
+    the Sync's answers were coming anyway, so the client waits once."""
+    trace = "\n".join([
+        'F\t22\tBind\t "" "_pg3_0" 1 1', 'F\t9\tExecute\t "" 0', 'F\t22\tBind\t "" "_pg3_0" 1 1',
+        'F\t9\tExecute\t "" 0', "F\t4\tSync", 'B\t13\tCommandComplete\t "SELECT 1"', "F\t4\tFlush",
+        'B\t13\tCommandComplete\t "SELECT 1"', "B\t5\tReadyForQuery\t I",
+        'F\t22\tBind\t "" "_pg3_0" 1 1', 'F\t9\tExecute\t "" 0', "F\t4\tFlush",  # no Sync pending: a wait
+        'B\t13\tCommandComplete\t "SELECT 1"',
+    ])
+    assert parse_trace(trace)[0] == 2
+
+
 def test_a_reply_read_while_the_client_is_still_sending_is_no_round_trip() -> None:
     """In pipeline mode a long result may start to arrive while later statements are being sent;
     the client waits only after its Sync."""

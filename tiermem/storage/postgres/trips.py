@@ -4,7 +4,8 @@
 store's pool lends while the block runs, and counts one round trip each time the client, having sent
 messages that ask for the server's answer (a ``Sync``, a ``Flush`` or a simple ``Query``), reads it:
 a statement outside pipeline mode is one, so are ``BEGIN`` and ``COMMIT``; a pipeline (``executemany``
-runs one) is one per sync or flush it waits on. Every message on the wire is in the trace, so nothing
+runs one) is one per sync or flush it waits on (a flush sent while a sync's answers are still coming
+asks for nothing more: no wait of its own). Every message on the wire is in the trace, so nothing
 is missed: psycopg's preparation of a statement it has run five times on a connection (a ``Parse`` of
 its own), and a pipeline that waits part way, count too.
 
@@ -102,14 +103,20 @@ def parse_trace(text: str, names: dict[str, str] | None = None) -> tuple[int, li
     names = {} if names is None else names
     count = 0
     sending = False
+    syncs = 0  # Syncs (and simple Queries) sent whose ReadyForQuery has not come back yet
     statements: list[str] = []
     for line in text.splitlines():
         parts = line.split("\t")
         if len(parts) < 3:
             continue
         direction, kind, rest = parts[0], parts[2], "\t".join(parts[3:]).strip()
+        if direction == "B" and kind == "ReadyForQuery":
+            syncs = max(0, syncs - 1)
         if direction == "F":
-            sending = sending or kind not in _NO_WAIT
+            syncs += kind in ("Sync", "Query")
+            # a Flush while a Sync's answers are still coming (psycopg's, as it leaves pipeline mode)
+            # asks for nothing the Sync does not: no wait of its own
+            sending = sending or (kind not in _NO_WAIT and not (kind == "Flush" and syncs))
             if kind == "Query":
                 statements.append(rest.strip('"'))
             elif kind == "Parse":  # "name" "text" nparams ...

@@ -181,9 +181,10 @@ class SearchEngine:
         return mark_lifted([hit for hit in hits if hit.score >= floor])
 
     def _send_ahead(self, scope: Scope, text: str) -> None:
-        """Send the search's first reads ahead (the scope's version, the query words' index terms):
-        in a read batch (:meth:`Database.reading`) they travel with the next read that waits."""
-        self.docs.prefetch_version(scope)
+        """Send the search's first reads ahead (the scope's version, whether the store holds it only,
+        the query words' index terms): in a read batch (:meth:`Database.reading`) they travel with
+        the next read that waits."""
+        self.docs.prefetch_start(scope)
         if self.settings.search_keyword_weight > 0:
             self.docs.prefetch_terms(list(fts.parse(text).words))
 

@@ -48,8 +48,8 @@ class KeywordResult:
 class _Counting:
     """What one search counts document frequencies against: its scope, the scope's change count,
     and whether the store holds that scope only (asked once per search, when a count is first
-    needed: then the whole store's counts are the scope's, counted faster; an index that checks
-    it in each count statement, :attr:`SearchIndex.checks_alone`, is given the scope)."""
+    needed: then the whole store's counts are the scope's, counted faster; a search sends the read
+    ahead, :meth:`SearchIndex.prefetch_start`)."""
 
     def __init__(self, docs: SearchIndex, scope: Scope, changes: int) -> None:
         self.docs, self.scope, self.changes = docs, scope, changes
@@ -58,7 +58,7 @@ class _Counting:
     def counted(self) -> Scope | None:
         """The scope to count in: ``None`` (the whole store) when it holds this scope only."""
         if self._only is None:
-            self._only = False if self.docs.checks_alone else self.docs.only_scope(self.scope)
+            self._only = self.docs.only_scope(self.scope)
         return None if self._only else self.scope
 
 

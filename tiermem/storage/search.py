@@ -204,13 +204,11 @@ class SearchIndex(Protocol):
         """Send :meth:`doc_freqs`' read (no cap) ahead, where it is one read."""
         ...
 
-    def prefetch_version(self, scope: Scope) -> None: ...
+    def prefetch_start(self, scope: Scope) -> None:
+        """Send ahead the reads a search of ``scope`` starts with: :meth:`version` and :meth:`only_scope`."""
+        ...
 
     def only_scope(self, scope: Scope) -> bool: ...
-
-    #: Whether :meth:`doc_freqs` and :meth:`word_counts` of a scope check :meth:`only_scope`
-    #: themselves, in the counting statement (then the caller passes the scope, never ``None``).
-    checks_alone: bool
 
     # --- items and change tracking (portable: :class:`SearchRepository`) --------------------
     def total(self) -> int: ...
@@ -246,6 +244,15 @@ def open_search_index(db: Database) -> SearchIndex:
 _CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS INTEGER) END"  # never casts a fact id
 _VERSION = ("SELECT (SELECT COALESCE(SUM(value), 0) FROM change_epochs WHERE user_id = ? AND agent_name IN (?, ?)"
             " AND topic = 'search'), (SELECT value FROM meta WHERE key = ?)")
+_ONLY_SCOPE = ("SELECT (SELECT MIN(user_id) FROM search_docs), (SELECT MAX(user_id) FROM search_docs),"
+               " (SELECT MIN(agent_name) FROM search_docs WHERE user_id = ?),"
+               " (SELECT MAX(agent_name) FROM search_docs WHERE user_id = ?),"
+               " (SELECT MIN(agent_name) FROM search_docs WHERE user_id = ? AND agent_name > ?)")
+
+
+def _only_args(scope: Scope) -> list[Any]:
+    """:data:`_ONLY_SCOPE`'s arguments for ``scope``."""
+    return [scope.user_id, scope.user_id, scope.user_id, min(scope.agent_name, SHARED_AGENT)]
 
 #: :meth:`SearchRepository.file_windows`: per file of the asked chunk items (``{among}``), the first and
 #: last line of the window (the line ``OFFSET ?`` + 1 items before the first asked item and after the
@@ -272,8 +279,6 @@ _FILE_WINDOWS = (
 class SearchRepository:
     """The portable part of :class:`SearchIndex`: items, counts and the removal log (one SQL text
     for both backends). Backends subclass it with their keyword index."""
-
-    checks_alone = False
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -324,12 +329,7 @@ class SearchRepository:
         are the scope's): smallest and largest values read from the scope index, which both
         backends answer with a few index seeks whatever the store's size or plan statistics."""
         low, high = sorted((scope.agent_name, SHARED_AGENT))
-        users_low, users_high, agents_low, agents_high, between = self._rows(
-            "SELECT (SELECT MIN(user_id) FROM search_docs), (SELECT MAX(user_id) FROM search_docs),"
-            " (SELECT MIN(agent_name) FROM search_docs WHERE user_id = ?),"
-            " (SELECT MAX(agent_name) FROM search_docs WHERE user_id = ?),"
-            " (SELECT MIN(agent_name) FROM search_docs WHERE user_id = ? AND agent_name > ?)",
-            [scope.user_id, scope.user_id, scope.user_id, low])[0]
+        users_low, users_high, agents_low, agents_high, between = self._rows(_ONLY_SCOPE, _only_args(scope))[0]
         if users_low is None:
             return True  # an empty store
         return (users_low == users_high == scope.user_id and agents_low in (low, high)
@@ -389,9 +389,10 @@ class SearchRepository:
         changes, pruned = self._rows(_VERSION, [scope.user_id, scope.agent_name, SHARED_AGENT, PRUNED_KEY])[0]
         return int(changes), int(pruned or 0)
 
-    def prefetch_version(self, scope: Scope) -> None:
-        """Send :meth:`version`'s read ahead (:meth:`Database.prefetch`)."""
+    def prefetch_start(self, scope: Scope) -> None:
+        """Send :meth:`version`'s and :meth:`only_scope`'s reads ahead (:meth:`Database.prefetch`)."""
         self.db.prefetch(_VERSION, [scope.user_id, scope.agent_name, SHARED_AGENT, PRUNED_KEY])
+        self.db.prefetch(_ONLY_SCOPE, _only_args(scope))
 
     def _pruned_below(self) -> int:
         rows = self._rows("SELECT value FROM meta WHERE key = ?", [PRUNED_KEY])

@@ -31,7 +31,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tiermem.storage.chunks import SHARED_AGENT
 from tiermem.storage.search import (
     UNSEGMENTED_RANGES,
     DfTerm,
@@ -329,10 +328,6 @@ class TsSearch(SearchRepository):
             _hold(held, row.id, wanted, text, context)
         return rows, held
 
-    #: Each count statement checks itself whether the store holds the counted scope only (then it
-    #: counts the whole store: the same items, without reading each one's scope): no read of its own.
-    checks_alone = True
-
     def doc_freqs(self, index: str, terms: Sequence[DfTerm], scope: Scope | None,
                   cap: int | None = None) -> list[int]:
         """Items of ``scope`` matching each term: a GIN lookup, then a visit of each matching row
@@ -343,9 +338,7 @@ class TsSearch(SearchRepository):
         prepares a statement it has run five times on a connection, and PostgreSQL plans a prepared
         statement for any parameters after five more runs; for a count of a term in a parameter,
         that plan reads the scope's rows one by one (0.1-0.2 s at 100k items, for a term in 200 of
-        them) instead of the term's entries in the index. The statement checks first whether the
-        store holds ``scope`` only (:meth:`only_scope`'s reads, as subqueries) and counts the whole
-        store then, the scope's items otherwise (only the branch taken runs)."""
+        them) instead of the term's entries in the index."""
         if index not in _DF_COLUMNS:
             raise ValueError(f"unknown index {index!r}")
         count = self._doc_freq(index, cap)
@@ -382,8 +375,8 @@ class TsSearch(SearchRepository):
 
     def _counts(self, terms: Sequence[DfTerm], scope: Scope | None, count: Callable[[DfTerm, str], str],
                 none: str) -> list[Any]:
-        """One row: ``count(term, where)`` of each term (``none`` for a term without keys), over the
-        whole store when ``scope`` is ``None`` or the store holds ``scope`` only, else over ``scope``."""
+        """One row: ``count(term, where)`` of each term (``none`` for a term without keys), over
+        ``scope`` (``None``: the whole store)."""
         if not terms:
             return []
         return list(self._rows(self._counts_sql(terms, scope, count, none), [])[0])
@@ -391,25 +384,8 @@ class TsSearch(SearchRepository):
     @staticmethod
     def _counts_sql(terms: Sequence[DfTerm], scope: Scope | None, count: Callable[[DfTerm, str], str],
                     none: str) -> str:
-        if scope is None:
-            return f"SELECT {', '.join(count(term, 'TRUE') if term.keys else none for term in terms)}"
-        scoped = _inlined(*scope_sql(scope))
-        columns = [f"CASE WHEN a.alone THEN {count(term, 'TRUE')} ELSE {count(term, scoped)} END" if term.keys
-                   else none for term in terms]
-        return f"SELECT {', '.join(columns)} FROM ({_alone_sql(scope)}) AS a"
-
-
-def _alone_sql(scope: Scope) -> str:
-    """A one-row query whose ``alone`` is :meth:`SearchRepository.only_scope` of ``scope`` (its
-    values inlined: the subqueries are a few index seeks, planned for these values)."""
-    low, high = sorted((scope.agent_name, SHARED_AGENT))
-    user, low, high = _literal(scope.user_id), _literal(low), _literal(high)
-    return (f"SELECT COALESCE(s.ul IS NULL OR (s.ul = s.uh AND s.ul = {user} AND s.al IN ({low}, {high})"
-            f" AND s.ah IN ({low}, {high}) AND (s.bt IS NULL OR s.bt = {high})), FALSE) AS alone FROM"
-            " (SELECT (SELECT MIN(user_id) FROM search_docs) AS ul, (SELECT MAX(user_id) FROM search_docs) AS uh,"
-            f" (SELECT MIN(agent_name) FROM search_docs WHERE user_id = {user}) AS al,"
-            f" (SELECT MAX(agent_name) FROM search_docs WHERE user_id = {user}) AS ah,"
-            f" (SELECT MIN(agent_name) FROM search_docs WHERE user_id = {user} AND agent_name > {low}) AS bt) AS s")
+        where = _inlined(*scope_sql(scope)) if scope is not None else "TRUE"
+        return f"SELECT {', '.join(count(term, where) if term.keys else none for term in terms)}"
 
 
 def _all_keys(term: DfTerm, weights: str) -> str:

@@ -287,9 +287,9 @@ def test_a_words_index_terms_are_read_from_the_server_once_per_process(url: str)
 #: Issue 25: a hybrid search (``Memory.search``; steady state: psycopg has prepared the statements it
 #: repeats, which costs a round trip each once), each query holding a word not counted yet in a store
 #: past the keyword budget. The reads that do not wait for each other travel together (a read batch,
-#: ``Database.reading``): 1. the files' state (the Memory's re-index check), the scope's version and the
-#: index terms (none for words seen before in the process); 2. the new word's counts (its budget and its
-#: weight in one statement, the single-scope check inside it); 3. the word list, with the vector query
+#: ``Database.reading``): 1. the files' state (the Memory's re-index check), the scope's version, the
+#: single-scope check and the index terms (none for words seen before in the process); 2. the new word's
+#: counts (its budget and its weight in one statement); 3. the word list, with the vector query
 #: (the vector index's size checked in the same statement) and the weights' counts; 4. the items with
 #: the terms they hold, with the other candidates' vectors. Before: 9 (each its own round trip, the
 #: single-scope check and the vector index's size apart); 16 before that.

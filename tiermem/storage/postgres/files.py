@@ -157,7 +157,7 @@ class PgFiles:
 
     # --- writing -------------------------------------------------------------------------------
     def append(self, rel: str, data: bytes) -> int:
-        with self._change(rel) as conn:
+        with self._change(rel, appending=True) as conn:
             known = self._local.known.get(rel)  # read in this transaction, under the user's lock: its length holds
             if known is not None:  # the size is known: no need to wait for it
                 start = len(known)
@@ -172,6 +172,7 @@ class PgFiles:
             elif data:
                 self.db.defer(_BLOCK, (self.user_id, rel, start, data))
             self._know(rel, known + data if known is not None else _UNKNOWN, blocks)
+            self._local.grown.setdefault(rel, start)  # the first append's; -1 after another change
         return start
 
     def truncate(self, rel: str, size: int) -> None:
@@ -216,14 +217,14 @@ class PgFiles:
                     else contextlib.nullcontext():  # the named locks the outer block may lack
                 yield
             return
-        state.dirty, state.known, state.blocks = set(), {}, {}
+        state.dirty, state.known, state.blocks, state.grown = set(), {}, {}, {}
         try:
             with self.db.transaction(user_key(self.user_id) if key is None else key):
                 yield
-            dirty, known = sorted(state.dirty), state.known
+            dirty, known, grown = sorted(state.dirty), state.known, state.grown
         finally:
-            state.dirty = state.known = state.blocks = None
-        self._mirror(dirty, known)
+            state.dirty = state.known = state.blocks = state.grown = None
+        self._mirror(dirty, known, grown)
 
     def _know(self, rel: str, data: bytes | None | object, blocks: int = 1) -> None:
         """Inside a :meth:`writing` block, remember ``rel``'s content as this transaction sees it
@@ -240,7 +241,7 @@ class PgFiles:
             self._local.blocks[rel] = blocks
 
     @contextmanager
-    def _change(self, rel: str) -> Iterator[Any]:
+    def _change(self, rel: str, appending: bool = False) -> Iterator[Any]:
         """One change of ``rel``: in the caller's :meth:`writing` block, or a transaction of its own.
         A mirror that would be written through a link out of the root is refused first
         (:class:`~tiermem.errors.UnsafePath`, nothing changed), as the SQLite files are."""
@@ -248,6 +249,8 @@ class PgFiles:
             self._local_path(rel)
         with self.writing(), self.db.transaction(user_key(self.user_id)) as conn:
             self._local.dirty.add(rel)
+            if not appending:  # changed otherwise than appended to in this block: its mirror is rewritten
+                self._local.grown[rel] = -1
             yield conn
 
     # --- the local mirror ---------------------------------------------------------------------
@@ -276,9 +279,11 @@ class PgFiles:
                             what="listing the files")
         return {str(r[0]): FileStat(int(r[1]), int(r[2])) for r in rows}
 
-    def _mirror(self, rels: Iterable[str], known: dict[str, bytes | None]) -> None:
+    def _mirror(self, rels: Iterable[str], known: dict[str, bytes | None], grown: dict[str, int]) -> None:
         """Rewrite the mirror of ``rels`` as ``known`` has them, else from the database (a failure
-        is logged: the database is the truth)."""
+        is logged: the database is the truth). A file only appended to since it was ``grown[rel]``
+        bytes long gets the new bytes appended when its mirror is that long (a day is not
+        rewritten whole by each append)."""
         if not self.mirror:
             return
         for rel in rels:
@@ -286,7 +291,7 @@ class PgFiles:
                 data = known[rel] if rel in known else self.read(rel)
                 if data is None:
                     self._remove_mirror(rel)
-                else:
+                elif rel not in grown or not self._append_mirror(rel, data, grown[rel]):
                     self._write_mirror(rel, data)
             except (OSError, TiermemError) as exc:
                 log.warning("could not mirror %s to %s (tiermem mirror retries): %s", rel, self.mirror_path(rel), exc)
@@ -317,6 +322,23 @@ class PgFiles:
         except OSError as exc:
             Path(temp).unlink(missing_ok=True)
             raise StorageError(f"cannot write {path}: {exc}") from exc
+
+    def _append_mirror(self, rel: str, data: bytes, start: int) -> bool:
+        """Append ``data[start:]`` to the mirror of ``rel`` if it is ``start`` bytes long (else
+        False: it is rewritten whole). A mirror that another process renamed over meanwhile gets
+        the bytes in the file it replaced, and is whole already; a torn append has the wrong length
+        at the next one, which rewrites it."""
+        try:
+            fd = os.open(self._local_path(rel), os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot write {self.mirror_path(rel)}: {exc}") from exc
+        with os.fdopen(fd, "ab") as handle:
+            if os.fstat(fd).st_size != start:
+                return False
+            handle.write(data[start:])
+        return True
 
     def _remove_mirror(self, rel: str) -> None:
         with contextlib.suppress(FileNotFoundError):

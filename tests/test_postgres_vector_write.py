@@ -130,3 +130,24 @@ def test_the_pending_reads_look_up_the_cache_by_the_hashes_the_indexer_makes(tmp
                 expected[text_hash(before + "\n" + text)] = stored.get(text_hash(before + "\n" + text))
             assert dict(texts_of[text].cached) == expected
         assert any(blob is not None for d in pending for _, blob in d.cached)
+
+
+def test_an_items_link_and_its_new_context_are_written_as_one_row_version(tmp_path: Path, url: str) -> None:
+    # every update of a search_docs row writes a new version into all its indexes (GIN words and grams
+    # included: the partial index on embed_hash IS NULL keeps it from being HOT), so the item linked
+    # to its vector and given a new context in the same write is updated once, not twice
+    with _memory(tmp_path / "mem", url, embed_on_write=False) as mem:
+        mem.facts.add("the fact whose link and context are written together")
+        mem.facts.add("another fact whose context alone changes")
+        first, second = [int(r[0]) for r in mem.db.rows("SELECT id FROM search_docs ORDER BY id", (), "test")]
+        repo = PgEmbeddings(mem.db)
+        with mem.db.transaction() as conn:  # the caller's transaction: its counts are readable before COMMIT
+            repo.store("m", 8, [("h", _blob(1))], [("h", first)], [("near words", first), ("other words", second)],
+                       users={mem.scope.user_id})
+            updated = conn.execute("SELECT pg_stat_get_xact_tuples_updated(CAST('search_docs' AS regclass))",
+                                   ()).fetchone()[0]
+        assert updated == 2  # one version of each item
+        rows = mem.db.rows("SELECT id, embed_hash, context FROM search_docs ORDER BY id", (), "test")
+        assert [tuple(r) for r in rows] == [(first, "h", "near words"), (second, None, "other words")]
+        hits = mem.search("near words", k=1, min_score=0)
+        assert hits[0].text == "the fact whose link and context are written together"

@@ -190,11 +190,20 @@ class EmbeddingRepository:
             "INSERT INTO embeddings (content_hash, model, dim, vector) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (content_hash, model) DO NOTHING",
             [(h, model, dim, blob) for h, blob in vectors], many=True)
-        if links:
-            self.db.defer("UPDATE search_docs SET embed_hash = ? WHERE id = ?", list(links), many=True)
-        if contexts:
+        # an item linked and given a new context is updated once: each update writes a row version
+        # (on PostgreSQL into every index of search_docs, its GIN indexes too: never HOT)
+        new_context = {doc_id: text for text, doc_id in contexts}
+        both = [(h, new_context[doc_id], doc_id) for h, doc_id in links if doc_id in new_context]
+        if both:
+            self.db.defer("UPDATE search_docs SET embed_hash = ?, context = ? WHERE id = ?", both, many=True)
+        linked = [(h, doc_id) for h, doc_id in links if doc_id not in new_context]
+        if linked:
+            self.db.defer("UPDATE search_docs SET embed_hash = ? WHERE id = ?", linked, many=True)
+        linked_ids = {doc_id for _, doc_id in links}
+        others = [(text, doc_id, text) for text, doc_id in contexts if doc_id not in linked_ids]
+        if others:
             self.db.defer("UPDATE search_docs SET context = ? WHERE id = ? AND context <> ?",  # never NULL
-                          [(text, doc_id, text) for text, doc_id in contexts], many=True)
+                          others, many=True)
 
     def vectors_of(self, doc_ids: Sequence[int], model: str) -> dict[int, bytes]:
         """``doc id -> float32 blob`` for the items that have a vector for ``model``."""

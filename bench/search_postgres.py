@@ -27,8 +27,9 @@ from tiermem.config import load_settings
 from tiermem.search.engine import SearchEngine
 from tiermem.search.filters import SearchFilters
 from tiermem.storage.postgres.db import PgDatabase
+from tiermem.storage.postgres.nearest import EF_SEARCH, PgVectorQueries
 from tiermem.storage.postgres.pool import SharedPool
-from tiermem.storage.postgres.vectors import EF_SEARCH, EXACT_MAX_ROWS, PgVectorQueries, halfvec, hnsw_index_sql
+from tiermem.storage.postgres.vectors import EXACT_MAX_ROWS, halfvec, hnsw_index_sql
 from tiermem.storage.search import DocFilter
 from tiermem.types import Scope
 

@@ -16,8 +16,8 @@ from pg_helpers import fresh_schema  # noqa: E402
 
 from tiermem import Memory  # noqa: E402
 from tiermem.storage.postgres.db import PgDatabase  # noqa: E402
+from tiermem.storage.postgres.nearest import PgVectorQueries  # noqa: E402
 from tiermem.storage.postgres.trips import count_round_trips  # noqa: E402
-from tiermem.storage.postgres.vectors import PgVectorQueries  # noqa: E402
 from tiermem.storage.search import DocFilter  # noqa: E402
 from tiermem.testing import HashEmbedder  # noqa: E402
 from tiermem.types import Scope  # noqa: E402

@@ -17,7 +17,8 @@ from pg_helpers import fresh_schema  # noqa: E402
 
 from tiermem import Memory  # noqa: E402
 from tiermem.facts.store import NewFact  # noqa: E402
-from tiermem.storage.postgres.vectors import PgVectorQueries, halfvec  # noqa: E402
+from tiermem.storage.postgres.nearest import PgVectorQueries  # noqa: E402
+from tiermem.storage.postgres.vectors import halfvec  # noqa: E402
 from tiermem.storage.search import DocFilter  # noqa: E402
 from tiermem.testing import HashEmbedder  # noqa: E402
 from tiermem.types import Scope  # noqa: E402

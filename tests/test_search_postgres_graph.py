@@ -22,7 +22,8 @@ from tiermem import Memory  # noqa: E402
 from tiermem.facts.store import NewFact  # noqa: E402
 from tiermem.storage.postgres import vectors  # noqa: E402
 from tiermem.storage.postgres.db import PgDatabase  # noqa: E402
-from tiermem.storage.postgres.vectors import PgEmbeddings, PgVectorQueries, halfvec  # noqa: E402
+from tiermem.storage.postgres.nearest import PgVectorQueries  # noqa: E402
+from tiermem.storage.postgres.vectors import PgEmbeddings, halfvec  # noqa: E402
 from tiermem.storage.search import DocFilter  # noqa: E402
 from tiermem.testing import HashEmbedder  # noqa: E402
 from tiermem.types import Scope  # noqa: E402

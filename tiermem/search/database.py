@@ -2,7 +2,7 @@
 
 Nothing is loaded into this process: every search asks the database for the nearest items of
 the scope (:meth:`tiermem.storage.embeddings.VectorQueries.nearest`, an HNSW index or an exact
-scan, see :mod:`tiermem.storage.postgres.vectors`), so many processes on many hosts search one
+scan, see :mod:`tiermem.storage.postgres.nearest`), so many processes on many hosts search one
 store without each holding its vectors. The cosines that go into the scores are computed here,
 from the stored float32 vectors, exactly as :mod:`tiermem.search.loaded` does on SQLite.
 """

@@ -9,7 +9,7 @@ model is noticed (and ``reindex`` fills in the vectors of the new one).
 vectors are *searched* differs: SQLite stores them only, and the search engine loads a scope's
 vectors into memory (:mod:`tiermem.search.loaded`); PostgreSQL also keeps a ``halfvec`` copy per
 item with an HNSW index and answers nearest-neighbour queries itself (:class:`VectorQueries`,
-:mod:`tiermem.storage.postgres.vectors`).
+:mod:`tiermem.storage.postgres.nearest`).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _embeddings(db: Database) -> EmbeddingRepository:
 
 
 def _vector_queries(db: Database) -> VectorQueries:
-    from tiermem.storage.postgres.vectors import vector_queries
+    from tiermem.storage.postgres.nearest import vector_queries
 
     return vector_queries(db)
 

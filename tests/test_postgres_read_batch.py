@@ -48,6 +48,21 @@ def test_reads_sent_ahead_go_with_the_next_read_that_waits(db: PgDatabase) -> No
     assert trips.count == 1, trips.statements
 
 
+def test_a_failing_read_sent_ahead_does_not_fail_the_read_asked_for(db: PgDatabase) -> None:
+    """A read sent ahead in case it is needed fails (here: division by zero) in the wait of another
+    read: that read is answered (run alone), and the batch goes on."""
+    from tiermem.errors import StorageError
+
+    failing = "SELECT 1 / (SELECT COUNT(*) - COUNT(*) FROM meta WHERE key = ?)"
+    with db.reading():
+        db.prefetch(failing, ["batch.a"])
+        assert [r[0] for r in db.rows(READ, ["batch.b"])] == ["b"]
+        db.prefetch(READ, ["batch.c"])
+        assert [r[0] for r in db.rows(READ, ["batch.c"])] == ["c"]
+        with pytest.raises(StorageError, match="division by zero"):  # asked for, it fails as itself
+            db.rows(failing, ["batch.a"])
+
+
 def test_a_read_sent_ahead_is_read_again_after_a_write_in_the_batch(db: PgDatabase) -> None:
     with db.reading():
         db.prefetch(READ, ["batch.a"])

@@ -158,16 +158,23 @@ class Reads:
         (one wait); ``None`` when the connection failed (the batch let it go: run it elsewhere)."""
         key = _key(sql, args)
         found = self._ahead.pop(key, None) if key is not None else None
-        try:
-            if found is None and self._pipe is None:
+        if found is None and self._pipe is None:
+            try:
                 return self._plain(sql, args)
+            except ConnectionDropped:
+                self.close(failed=True)
+                return None
+            except BaseException:
+                self.close(failed=True)
+                raise
+        try:
             if found is None:
                 found = self._open().queue(sql, args, read=True)
             if found.pending:
                 self._leave()
             return found.load()
-        except ConnectionDropped:
-            self.close(failed=True)
+        except (ConnectionDropped, StorageError):  # a read sent with it failed (maybe one sent ahead, never
+            self.close(failed=True)  # asked for): this one runs alone, and its own error is the one raised
             return None
         except BaseException:
             self.close(failed=True)
@@ -180,7 +187,7 @@ class Reads:
             return
         try:
             self._ahead[key] = self._open().queue(sql, args, read=True)
-        except ConnectionDropped:
+        except (ConnectionDropped, StorageError):  # this or a read sent before it failed: the batch goes
             self.close(failed=True)
 
     def close(self, failed: bool = False) -> None:

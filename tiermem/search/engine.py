@@ -168,12 +168,12 @@ class SearchEngine:
         if query_vector is not None and not isinstance(query_vector, QueryVector):
             raise InvalidInput(f"query_vector must be a QueryVector, got {type(query_vector).__name__}")
         floor = check_min_score(min_score)
+        vector = self._query_vector(text, query_vector)  # first: reads sent ahead hold a snapshot until one waits
+        floor = self.min_score() if floor is None else floor
         with self.db.reading():  # the reads of the hooks and of the search travel together where they can
             self._send_ahead(scope, text)
             for hook in list(self.before_search):
                 hook()
-            vector = self._query_vector(text, query_vector)
-            floor = self.min_score() if floor is None else floor
             hits, terms = self._search(scope, text, vector, k, filters, floor)
         if include_pending and self.pending_sources:
             scorer = partial(self.score_texts, terms)

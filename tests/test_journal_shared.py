@@ -160,9 +160,9 @@ def test_a_day_of_many_appends_is_read_as_a_few_blocks_and_stays_whole(postgres:
 
 def test_an_append_adds_its_lines_to_an_up_to_date_mirror_and_rewrites_a_stale_one(postgres: str,
                                                                                    tmp_path: Path) -> None:
-    """The mirror of a day is appended to in place when it has the length the day had before the
-    append (a day is not rewritten whole by each record); a mirror of another length - torn, edited,
-    behind another host's writes - is rewritten from the database."""
+    """The mirror of a day is appended to in place when it holds the day as it was before the append
+    (a day is not rewritten whole by each record); any other mirror - torn, edited (even keeping its
+    length), behind another host's writes - is rewritten from the database."""
     with open_memory(tmp_path / "a") as a, open_memory(tmp_path / "b") as b:
         path = a.daily.append("Note", "first")
         inode = path.stat().st_ino
@@ -173,6 +173,9 @@ def test_an_append_adds_its_lines_to_an_up_to_date_mirror_and_rewrites_a_stale_o
         assert mirror(tmp_path / "a") == a.daily.read() and "from host B" in mirror(tmp_path / "a")
         path.write_bytes(path.read_bytes()[:-3])  # torn
         a.daily.append("Note", "fourth")
+        assert mirror(tmp_path / "a") == a.daily.read()
+        path.write_text(mirror(tmp_path / "a").replace("first", "FIRST"), encoding="utf-8")  # same length
+        a.daily.append("Note", "fourth and a half")
         assert mirror(tmp_path / "a") == a.daily.read()
         with a.daily.exclusive() as journal:  # two appends in one block: the mirror once, whole
             journal.append("Note", ["fifth"])

@@ -324,18 +324,18 @@ class PgFiles:
             raise StorageError(f"cannot write {path}: {exc}") from exc
 
     def _append_mirror(self, rel: str, data: bytes, start: int) -> bool:
-        """Append ``data[start:]`` to the mirror of ``rel`` if it is ``start`` bytes long (else
-        False: it is rewritten whole). A mirror that another process renamed over meanwhile gets
-        the bytes in the file it replaced, and is whole already; a torn append has the wrong length
-        at the next one, which rewrites it."""
+        """Append ``data[start:]`` to the mirror of ``rel`` if it holds ``data[:start]`` (else False:
+        it is rewritten whole). Reading the mirror is cheap next to rewriting it (a rename over a
+        file makes ext4 flush it). A mirror that another process renamed over meanwhile gets the
+        bytes in the file it replaced, and is whole already; a torn append differs at the next one."""
         try:
-            fd = os.open(self._local_path(rel), os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(self._local_path(rel), os.O_RDWR | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
         except (FileNotFoundError, NotADirectoryError):
             return False
         except OSError as exc:
             raise StorageError(f"cannot write {self.mirror_path(rel)}: {exc}") from exc
-        with os.fdopen(fd, "ab") as handle:
-            if os.fstat(fd).st_size != start:
+        with os.fdopen(fd, "r+b") as handle:
+            if os.fstat(fd).st_size != start or handle.read(start + 1) != data[:start]:
                 return False
             handle.write(data[start:])
         return True

@@ -123,7 +123,7 @@ _UNBACKED: dict[tuple[str, str], str] = {
     ("search row without a fact or chunk", "search rows without a fact or chunk"):
     "SELECT count(*) FROM search_docs d WHERE NOT EXISTS"
     " (SELECT 1 FROM facts f WHERE d.source = 'fact' AND f.id = d.ref) AND NOT EXISTS"
-    " (SELECT 1 FROM chunks c WHERE d.source = 'chunk' AND c.id = CAST(d.ref AS INTEGER))",
+    " (SELECT 1 FROM chunks c WHERE d.source = 'chunk' AND c.id = CAST(d.ref AS BIGINT))",
 }
 
 

@@ -124,7 +124,7 @@ class EmbeddingRepository:
         unembedded ids come from their partial index first: searched by the scope index, a scope's
         query would read every embedded item of the scope (each search asks). ``model``: a backend
         that can hash the texts itself also looks up their stored vectors of ``model`` in the same
-        read (:attr:`PendingDoc.own_known`); here it is not used."""
+        read (:attr:`PendingDoc.cached`); here it is not used."""
         sql, args = self._pending_sql(limit, after_id, scope)
         return [_pending(r) for r in self._rows(sql, args)]
 

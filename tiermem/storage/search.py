@@ -241,7 +241,7 @@ def open_search_index(db: Database) -> SearchIndex:
     return db.parts.search_index(db)
 
 
-_CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS INTEGER) END"  # never casts a fact id
+_CHUNK_ID = "CASE WHEN d.source = 'chunk' THEN CAST(d.ref AS BIGINT) END"  # never casts a fact id
 _VERSION = ("SELECT (SELECT COALESCE(SUM(value), 0) FROM change_epochs WHERE user_id = ? AND agent_name IN (?, ?)"
             " AND topic = 'search'), (SELECT value FROM meta WHERE key = ?)")
 _ONLY_SCOPE = ("SELECT (SELECT MIN(user_id) FROM search_docs), (SELECT MAX(user_id) FROM search_docs),"

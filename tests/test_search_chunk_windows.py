@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from recording_embedder import RecordingEmbedder
 
 from tiermem import Memory
 from tiermem.search.indexer import CONTEXT_RADIUS, _keyword_context
@@ -21,18 +22,6 @@ from tiermem.testing import FakeClock, HashEmbedder
 pytestmark = pytest.mark.usefixtures("backend")
 
 Item = tuple[int, str, "str | None", str]  # (doc id, text, day, stored context), as the index reads them
-
-
-class RecordingEmbedder(HashEmbedder):
-    """The hash embedder, keeping every text it was asked to embed (the embedder is the seam)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        self.texts += texts
-        return super().embed(texts)
 
 
 def file_items(mem: Memory, rel: str | None = None) -> list[Item]:

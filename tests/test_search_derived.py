@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+from recording_embedder import RecordingEmbedder
 
 from tiermem import Memory
 from tiermem.search.indexer import combine
@@ -24,18 +25,6 @@ FIRST = "Alice: We planted tomatoes in the garden. The basil grew well too."
 SECOND = "Bob: My sister plays the violin."
 THIRD = "Alice: The orchestra meets on Fridays. Rehearsals are long. Concerts are in spring."
 AT = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
-
-
-class RecordingEmbedder(HashEmbedder):
-    """The hash embedder, keeping every text it was asked to embed (the embedder is the seam)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        self.texts += texts
-        return super().embed(texts)
 
 
 def unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -181,3 +181,36 @@ def test_an_append_adds_its_lines_to_an_up_to_date_mirror_and_rewrites_a_stale_o
             journal.append("Note", ["fifth"])
             journal.append("Note", ["sixth"])
         assert mirror(tmp_path / "a") == a.daily.read() and a.daily.read().endswith("- sixth\n")
+
+
+def test_a_compacting_append_with_a_stale_view_of_the_day_never_drops_another_append(postgres: str,
+                                                                                    tmp_path: Path) -> None:
+    """Two file objects of one user in one transaction: the first read the day, the second appends,
+    then the first appends past COMPACT_BLOCKS with its now stale view. Writing the day back from that
+    view would silently drop the second's append; the write back only happens when the stored day is
+    the one it read, so the stale append fails as a stale one did before (rolled back) - never a
+    day missing a record."""
+    import psycopg
+
+    from tiermem.errors import StorageError
+    from tiermem.paths import UserPaths
+    from tiermem.storage.postgres.files import COMPACT_BLOCKS, PgFiles
+
+    with open_memory(tmp_path / "a") as mem:
+        for i in range(COMPACT_BLOCKS):
+            mem.daily.append("note", [f"record {i}"])
+        first, second = (PgFiles(mem.db, UserPaths.for_user(tmp_path / root, "default")) for root in ("x", "y"))
+        before = first.read(DAY_FILE)
+        assert before is not None
+        try:
+            with first.writing():
+                assert first.read(DAY_FILE) == before
+                second.append(DAY_FILE, b"- from the second object\n")
+                first.append(DAY_FILE, b"- from the first object\n")
+        except (StorageError, psycopg.errors.IntegrityError):  # the stale block's offset is taken
+            assert mem.db.rows(_DAY_BYTES, (DAY_FILE,))[0][0] == before  # rolled back whole
+        else:
+            assert b"- from the second object\n" in mem.db.rows(_DAY_BYTES, (DAY_FILE,))[0][0]
+
+
+_DAY_BYTES = "SELECT string_agg(data, '' ORDER BY \"offset\") FROM memory_blocks WHERE rel = ?"

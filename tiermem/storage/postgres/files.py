@@ -165,15 +165,29 @@ class PgFiles:
             else:
                 start = int(conn.execute(_GROW, (self.user_id, rel, len(data))).fetchone()[0]) - len(data)
             blocks = self._local.blocks.get(rel, 0) + bool(data)
-            if known is not None and data and blocks > COMPACT_BLOCKS:  # known: the whole file, under the lock
-                self.db.defer("DELETE FROM memory_blocks WHERE user_id = ? AND rel = ?", (self.user_id, rel))
-                self.db.defer(_BLOCK, (self.user_id, rel, 0, known + data))
+            if known is not None and data and blocks > COMPACT_BLOCKS:
+                self._compact(rel, known, data)
                 blocks = 1
             elif data:
                 self.db.defer(_BLOCK, (self.user_id, rel, start, data))
             self._know(rel, known + data if known is not None else _UNKNOWN, blocks)
             self._local.grown.setdefault(rel, start)  # the first append's; -1 after another change
         return start
+
+    def _compact(self, rel: str, known: bytes, data: bytes) -> None:
+        """Append ``data`` by writing the day back as one block, ``known + data`` (sent with the
+        append's other statements): only when the stored file is ``known`` grown by ``data`` (its size
+        says so; a write it could not see - another file object's in this transaction - changed it),
+        else ``data`` goes as a block of its own at ``len(known)``, as an append without compaction
+        would (a stale view then fails on the block there, rolled back, as it always did)."""
+        key, size = (self.user_id, rel), len(known) + len(data)
+        self.db.defer('DELETE FROM memory_blocks WHERE user_id = ? AND rel = ? AND (SELECT size FROM memory_files'
+                      ' WHERE user_id = ? AND rel = ?) = ?', (*key, *key, size))
+        self.db.defer('INSERT INTO memory_blocks (user_id, rel, "offset", data) SELECT ?, ?, 0, ? WHERE NOT EXISTS'
+                      ' (SELECT 1 FROM memory_blocks WHERE user_id = ? AND rel = ?)', (*key, known + data, *key))
+        self.db.defer('INSERT INTO memory_blocks (user_id, rel, "offset", data) SELECT ?, ?, ?, ? WHERE NOT EXISTS'
+                      ' (SELECT 1 FROM memory_blocks WHERE user_id = ? AND rel = ? AND "offset" = 0'
+                      ' AND octet_length(data) = ?)', (*key, len(known), data, *key, size))
 
     def truncate(self, rel: str, size: int) -> None:
         if size <= 0:

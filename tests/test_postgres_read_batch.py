@@ -108,3 +108,28 @@ def test_the_vector_query_reads_the_model_again_when_its_row_changed(tmp_path: P
         again = queries.nearest(scope, "hash-16", query, 5, DocFilter())
         assert again == PgVectorQueries(mem.db).nearest(scope, "hash-16", query, 5, DocFilter())
         assert [doc for doc, _ in again] != [] and len(again) == 5
+
+
+def test_a_search_embeds_its_query_before_it_sends_reads_ahead(tmp_path: Path) -> None:
+    """Reads sent ahead hold their implicit transaction's snapshot (and table locks) on the server until
+    one read waits; a first search loads its model, which takes seconds: the query is embedded before
+    the search's read batch opens, never inside it."""
+    import numpy as np
+    import numpy.typing as npt
+
+    class Watching(HashEmbedder):
+        def __init__(self) -> None:
+            super().__init__(16)
+            self.in_batch: list[bool] = []
+            self.db: PgDatabase | None = None
+
+        def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+            if self.db is not None:
+                self.in_batch.append(getattr(self.db._pool.local, "reads", None) is not None)
+            return super().embed(texts)
+
+    embedder = Watching()
+    with fresh_schema() as url, Memory(tmp_path / "mem", embedder=embedder, database_url=url, timezone="UTC") as mem:
+        mem.facts.add("the user likes green")
+        embedder.db = mem.db  # type: ignore[assignment]
+        assert mem.search("which colour does the user like") and embedder.in_batch == [False]
